@@ -1,0 +1,142 @@
+/* knob.c - RDMACH_* environment knobs: parse, check range, list. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "knob.h"
+#include "log.h"
+
+const struct rdmach_knob_table *const rdmach_knob_tables[] = {
+	&rdmach_knobs_core,
+	&rdmach_knobs_shm,
+#ifdef RDMACH_HAVE_IB
+	&rdmach_knobs_ib,
+#endif
+	NULL,
+};
+
+static int knob_parse_bool(const char *s, uint64_t *out)
+{
+	static const char *const yes[] = { "1", "y", "yes", "on", "true" };
+	static const char *const no[] = { "0", "n", "no", "off", "false" };
+	size_t i;
+
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (!strcasecmp(s, yes[i])) {
+			*out = 1;
+			return 0;
+		}
+		if (!strcasecmp(s, no[i])) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* Decimal or 0x number with an optional binary K/M/G suffix (sizes). */
+static int knob_parse_number(const char *s, int allow_suffix, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno)
+		return -EINVAL;
+	if (allow_suffix && *end) {
+		switch (toupper((unsigned char)*end)) {
+		case 'K': shift = 10; break;
+		case 'M': shift = 20; break;
+		case 'G': shift = 30; break;
+		default: return -EINVAL;
+		}
+		end++;
+		if (toupper((unsigned char)*end) == 'B')
+			end++;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int knob_parse(const struct rdmach_knob *k, const char *s,
+		      uint64_t *out)
+{
+	switch (k->type) {
+	case RDMACH_KNOB_BOOL:
+		return knob_parse_bool(s, out);
+	case RDMACH_KNOB_SIZE:
+		return knob_parse_number(s, 1, out);
+	case RDMACH_KNOB_UINT:
+		return knob_parse_number(s, 0, out);
+	default:
+		return -EINVAL;
+	}
+}
+
+int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out)
+{
+	const char *env = getenv(k->name);
+	const char *s = env && *env ? env : k->deflt;
+	uint64_t v;
+
+	if (knob_parse(k, s, &v)) {
+		rdmach_err("%s=%s is not a valid %s", k->name, s,
+			   k->type == RDMACH_KNOB_BOOL ? "boolean (0/1)" :
+			   k->type == RDMACH_KNOB_SIZE ? "size (e.g. 64K)" :
+							 "number");
+		return -EINVAL;
+	}
+	if (k->type != RDMACH_KNOB_BOOL && (v < k->min || v > k->max)) {
+		rdmach_err("%s=%s is out of range [%llu, %llu]", k->name, s,
+			   (unsigned long long)k->min,
+			   (unsigned long long)k->max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+const char *rdmach_knob_str(const struct rdmach_knob *k)
+{
+	const char *env = getenv(k->name);
+
+	return env && *env ? env : k->deflt;
+}
+
+const struct rdmach_knob *rdmach_knob_find(const char *name)
+{
+	const struct rdmach_knob_table *const *t;
+	int i;
+
+	for (t = rdmach_knob_tables; *t; t++)
+		for (i = 0; i < (*t)->nknobs; i++)
+			if (!strcmp((*t)->knobs[i].name, name))
+				return &(*t)->knobs[i];
+	return NULL;
+}
+
+void rdmach_knob_print_all(FILE *out)
+{
+	const struct rdmach_knob_table *const *t;
+	int i;
+
+	for (t = rdmach_knob_tables; *t; t++) {
+		fprintf(out, "# %s\n", (*t)->module);
+		for (i = 0; i < (*t)->nknobs; i++) {
+			const struct rdmach_knob *k = &(*t)->knobs[i];
+			const char *env = getenv(k->name);
+
+			fprintf(out, "%-28s default %-8s%s%s%s\n    %s\n",
+				k->name, k->deflt, env ? " (set: " : "",
+				env ? env : "", env ? ")" : "", k->help);
+		}
+	}
+}

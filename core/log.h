@@ -1,0 +1,39 @@
+/* log.h - messages on stderr, prefixed "rdmach[rank]:".  Errors always
+ * print; RDMACH_VERBOSE=1 adds info, 2 adds debug. */
+#ifndef RDMACH_CORE_LOG_H
+#define RDMACH_CORE_LOG_H
+
+#include <stdint.h>
+#include <time.h>
+
+enum { RDMACH_LOG_ERROR, RDMACH_LOG_WARN, RDMACH_LOG_INFO, RDMACH_LOG_DEBUG };
+
+extern int rdmach_log_level;	/* from RDMACH_VERBOSE */
+extern int rdmach_log_rank;	/* -1 before init */
+
+void rdmach_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define rdmach_err(...) rdmach_log(RDMACH_LOG_ERROR, __VA_ARGS__)
+#define rdmach_warn(...) rdmach_log(RDMACH_LOG_WARN, __VA_ARGS__)
+#define rdmach_info(...)                                              \
+	do {                                                          \
+		if (rdmach_log_level >= RDMACH_LOG_INFO)              \
+			rdmach_log(RDMACH_LOG_INFO, __VA_ARGS__);     \
+	} while (0)
+#define rdmach_debug(...)                                             \
+	do {                                                          \
+		if (rdmach_log_level >= RDMACH_LOG_DEBUG)             \
+			rdmach_log(RDMACH_LOG_DEBUG, __VA_ARGS__);    \
+	} while (0)
+
+/* CLOCK_MONOTONIC in ns (vDSO: no system call). */
+static inline uint64_t rdmach_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* RDMACH_CORE_LOG_H */

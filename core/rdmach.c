@@ -1,0 +1,785 @@
+/*
+ * rdmach.c - the five functions: context and connection table, argument
+ * checks, per-pair transport choice, the collective wire-up, dispatch of
+ * put/get to the transport, counters, finalize.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "iov.h"
+#include "knob.h"
+#include "log.h"
+#include "tl.h"
+
+static const struct rdmach_knob core_knobs[] = {
+	{ "RDMACH_TRANSPORT", RDMACH_KNOB_STRING, "auto", 0, 0,
+	  "auto: shared memory to peers on this host, ib to others; shm or "
+	  "ib forces one for every peer" },
+	{ "RDMACH_VERBOSE", RDMACH_KNOB_UINT, "1", 0, 3,
+	  "0 errors only, 1 +warnings, 2 +info, 3 +debug" },
+	{ "RDMACH_PEER_TIMEOUT_MS", RDMACH_KNOB_UINT, "2000", 10, 3600000,
+	  "a silent peer is checked for liveness after this long; a dead "
+	  "one fails the connection (-ECONNRESET)" },
+	{ "RDMACH_FINALIZE_TIMEOUT_MS", RDMACH_KNOB_UINT, "10000", 0, 3600000,
+	  "how long finalize waits for data in flight to leave" },
+	{ "RDMACH_STALL_WARN_MS", RDMACH_KNOB_UINT, "10000", 0, 3600000,
+	  "warn once when a put has made no progress this long (0: never)" },
+	{ "RDMACH_STATS", RDMACH_KNOB_BOOL, "0", 0, 1,
+	  "print every connection's counters on stderr at finalize" },
+};
+RDMACH_KNOB_TABLE(core, core_knobs);
+
+enum { CORE_KNOB_TRANSPORT, CORE_KNOB_VERBOSE, CORE_KNOB_PEER_TIMEOUT,
+       CORE_KNOB_FINALIZE_TIMEOUT, CORE_KNOB_STALL_WARN, CORE_KNOB_STATS };
+
+/* Transport choice, per pair, from RDMACH_TRANSPORT. */
+enum core_policy { CORE_AUTO, CORE_FORCE_SHM, CORE_FORCE_IB };
+
+static const struct rdmach_tl_ops *const core_tl_ops[RDMACH_TL_MAX] = {
+	[RDMACH_TL_SHM] = &rdmach_shm_ops,
+#ifdef RDMACH_HAVE_IB
+	[RDMACH_TL_IB] = &rdmach_ib_ops,
+#endif
+};
+
+/*
+ * Live contexts, so that a stale handle (used after finalize) is refused
+ * with -EBADF instead of being dereferenced.  Written under the mutex in
+ * init/finalize, read without it on the fast path.
+ */
+#define CORE_MAX_CTX 16
+static struct rdmach_ctx *core_live[CORE_MAX_CTX];
+static pthread_mutex_t core_live_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct core_ctx_extra {
+	enum core_policy policy;
+	uint64_t stall_warn_ns;
+	int print_stats;
+};
+
+/* Per-connection state the core keeps beside the public counters. */
+struct core_conn_extra {
+	uint64_t stall_since_ns;
+	int stall_warned;
+};
+
+struct core_ctx {
+	struct rdmach_ctx pub;
+	struct core_ctx_extra x;
+	struct core_conn_extra *cx;	/* [size] */
+};
+
+static struct core_ctx *core_of(const struct rdmach_ctx *ctx)
+{
+	return (struct core_ctx *)ctx;
+}
+
+static int core_register(struct rdmach_ctx *ctx)
+{
+	int i, ret = -ENOMEM;
+
+	pthread_mutex_lock(&core_live_lock);
+	for (i = 0; i < CORE_MAX_CTX; i++) {
+		if (!core_live[i]) {
+			__atomic_store_n(&core_live[i], ctx, __ATOMIC_RELEASE);
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&core_live_lock);
+	if (ret)
+		rdmach_err("too many live contexts (at most %d)", CORE_MAX_CTX);
+	return ret;
+}
+
+static void core_unregister(struct rdmach_ctx *ctx)
+{
+	int i;
+
+	pthread_mutex_lock(&core_live_lock);
+	for (i = 0; i < CORE_MAX_CTX; i++)
+		if (core_live[i] == ctx)
+			__atomic_store_n(&core_live[i], NULL, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&core_live_lock);
+}
+
+static int core_ctx_live(const struct rdmach_ctx *ctx)
+{
+	int i;
+
+	for (i = 0; i < CORE_MAX_CTX; i++)
+		if (__atomic_load_n(&core_live[i], __ATOMIC_ACQUIRE) == ctx)
+			return 1;
+	return 0;
+}
+
+static int core_conn_live(const struct rdmach_conn *conn)
+{
+	int i;
+
+	for (i = 0; i < CORE_MAX_CTX; i++) {
+		const struct rdmach_ctx *ctx =
+			__atomic_load_n(&core_live[i], __ATOMIC_ACQUIRE);
+
+		if (ctx && conn >= ctx->conns && conn < ctx->conns + ctx->size)
+			return ((const char *)conn - (const char *)ctx->conns) %
+				       sizeof(*conn) == 0;
+	}
+	return 0;
+}
+
+int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (conn->err)
+		return err;
+	n = snprintf(conn->errmsg, sizeof(conn->errmsg),
+		     "connection to rank %d (%s) failed: ", conn->peer,
+		     conn->tl ? conn->tl->ops->name : "none");
+	va_start(ap, fmt);
+	vsnprintf(conn->errmsg + n, sizeof(conn->errmsg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	conn->err = err;
+	rdmach_err("%s", conn->errmsg);
+	return err;
+}
+
+int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value)
+{
+	int ret;
+
+	if (strlen(value) > ctx->oob.value_max) {
+		rdmach_err("out-of-band value for %s is %zu bytes, the exchange "
+			   "carries at most %zu", key, strlen(value),
+			   ctx->oob.value_max);
+		return -E2BIG;
+	}
+	ret = ctx->oob.put(ctx->oob.arg, key, value);
+	if (ret)
+		rdmach_err("out-of-band put of %s failed: %s", key,
+			   rdmach_strerror(ret));
+	return ret;
+}
+
+int rdmach_oob_get(struct rdmach_ctx *ctx, const char *key, char *value,
+		   size_t len)
+{
+	int ret = ctx->oob.get(ctx->oob.arg, key, value, len);
+
+	if (ret)
+		rdmach_err("out-of-band get of %s failed: %s", key,
+			   rdmach_strerror(ret));
+	return ret;
+}
+
+static int core_fence(struct rdmach_ctx *ctx, const char *what)
+{
+	int ret = ctx->oob.fence(ctx->oob.arg);
+
+	if (ret)
+		rdmach_err("out-of-band fence (%s) failed: %s", what,
+			   rdmach_strerror(ret));
+	return ret;
+}
+
+static int core_read_knobs(struct core_ctx *c)
+{
+	const struct rdmach_knob *k = core_knobs;
+	uint64_t verbose, peer_ms, fin_ms, stall_ms, stats;
+	const char *policy = rdmach_knob_str(&k[CORE_KNOB_TRANSPORT]);
+
+	if (rdmach_knob_u64(&k[CORE_KNOB_VERBOSE], &verbose) ||
+	    rdmach_knob_u64(&k[CORE_KNOB_PEER_TIMEOUT], &peer_ms) ||
+	    rdmach_knob_u64(&k[CORE_KNOB_FINALIZE_TIMEOUT], &fin_ms) ||
+	    rdmach_knob_u64(&k[CORE_KNOB_STALL_WARN], &stall_ms) ||
+	    rdmach_knob_u64(&k[CORE_KNOB_STATS], &stats))
+		return -EINVAL;
+	if (!strcmp(policy, "auto")) {
+		c->x.policy = CORE_AUTO;
+	} else if (!strcmp(policy, "shm")) {
+		c->x.policy = CORE_FORCE_SHM;
+	} else if (!strcmp(policy, "ib")) {
+		c->x.policy = CORE_FORCE_IB;
+	} else {
+		rdmach_err("RDMACH_TRANSPORT=%s: expected auto, shm or ib",
+			   policy);
+		return -EINVAL;
+	}
+	rdmach_log_level = (int)verbose;
+	c->pub.peer_timeout_ns = peer_ms * 1000000u;
+	c->pub.finalize_timeout_ns = fin_ms * 1000000u;
+	c->x.stall_warn_ns = stall_ms * 1000000u;
+	c->x.print_stats = (int)stats;
+	return 0;
+}
+
+static int core_check_oob(const rdmach_oob_t *oob)
+{
+	if (!oob || !oob->put || !oob->get || !oob->fence || oob->size < 1 ||
+	    oob->rank < 0 || oob->rank >= oob->size || oob->value_max < 64)
+		return -EINVAL;
+	return 0;
+}
+
+/* Open what the policy allows; a forced transport must open. */
+static int core_open_transports(struct rdmach_ctx *ctx)
+{
+	enum core_policy policy = core_of(ctx)->x.policy;
+	int t, ret;
+
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		const struct rdmach_tl_ops *ops = core_tl_ops[t];
+		int wanted = policy == CORE_AUTO ||
+			     (policy == CORE_FORCE_SHM && t == RDMACH_TL_SHM) ||
+			     (policy == CORE_FORCE_IB && t == RDMACH_TL_IB);
+
+		if (!wanted)
+			continue;
+		if (!ops) {
+			if (policy == CORE_FORCE_IB) {
+				rdmach_err("RDMACH_TRANSPORT=ib, but this "
+					   "build has no InfiniBand support "
+					   "(configure found no libibverbs)");
+				return -ENODEV;
+			}
+			continue;
+		}
+		ret = ops->open(ctx, &ctx->tls[t]);
+		if (ret && policy != CORE_AUTO) {
+			rdmach_err("RDMACH_TRANSPORT=%s: the %s transport "
+				   "cannot open: %s", ops->name, ops->name,
+				   rdmach_strerror(ret));
+			return ret;
+		}
+		if (ret)
+			rdmach_debug("%s transport not available: %s",
+				     ops->name, rdmach_strerror(ret));
+	}
+	for (t = 0; t < RDMACH_TL_MAX; t++)
+		if (ctx->tls[t])
+			return 0;
+	rdmach_err("no transport could open");
+	return -ENODEV;
+}
+
+static void core_close_transports(struct rdmach_ctx *ctx, uint64_t deadline)
+{
+	int t;
+
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		if (ctx->tls[t]) {
+			ctx->tls[t]->ops->close(ctx->tls[t], deadline);
+			ctx->tls[t] = NULL;
+		}
+	}
+}
+
+int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob)
+{
+	struct core_ctx *c;
+	int i, ret;
+
+	if (!ctxp || core_check_oob(oob))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->pub.oob = *oob;
+	c->pub.rank = oob->rank;
+	c->pub.size = oob->size;
+	rdmach_log_rank = oob->rank;
+	ret = core_read_knobs(c);
+	if (ret)
+		goto err_free;
+	ret = -ENOMEM;
+	c->pub.conns = calloc((size_t)oob->size, sizeof(*c->pub.conns));
+	c->cx = calloc((size_t)oob->size, sizeof(*c->cx));
+	if (!c->pub.conns || !c->cx)
+		goto err_free;
+	for (i = 0; i < oob->size; i++) {
+		c->pub.conns[i].ctx = &c->pub;
+		c->pub.conns[i].peer = i;
+	}
+	ret = core_open_transports(&c->pub);
+	if (ret)
+		goto err_close;
+	ret = core_register(&c->pub);
+	if (ret)
+		goto err_close;
+	*ctxp = &c->pub;
+	return 0;
+
+err_close:
+	core_close_transports(&c->pub, rdmach_now_ns());
+err_free:
+	free(c->cx);
+	free(c->pub.conns);
+	free(c);
+	return ret;
+}
+
+/* ---- wire-up --------------------------------------------------------- */
+
+#define CORE_HOSTID_MAX 160
+
+struct core_peer_info {
+	char hostid[CORE_HOSTID_MAX];
+	unsigned tl_mask;
+};
+
+/* hostname + boot id: equal strings mean one kernel, one shm domain. */
+static void core_hostid(char *buf, size_t len)
+{
+	char host[64] = "unknown", boot[64] = "noboot";
+	FILE *f;
+
+	gethostname(host, sizeof(host) - 1);
+	f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (f) {
+		if (!fgets(boot, sizeof(boot), f))
+			strcpy(boot, "noboot");
+		boot[strcspn(boot, "\n")] = '\0';
+		fclose(f);
+	}
+	host[strcspn(host, " :")] = '\0';
+	snprintf(buf, len, "%s:%s", host, boot);
+}
+
+static int core_exchange_info(struct rdmach_ctx *ctx,
+			      struct core_peer_info *info)
+{
+	char key[64], val[CORE_HOSTID_MAX + 16], me[CORE_HOSTID_MAX];
+	unsigned mask = 0;
+	int i, t, ret;
+
+	for (t = 0; t < RDMACH_TL_MAX; t++)
+		if (ctx->tls[t])
+			mask |= 1u << t;
+	core_hostid(me, sizeof(me));
+	snprintf(key, sizeof(key), "rdmach-%d", ctx->rank);
+	snprintf(val, sizeof(val), "%x:%s", mask, me);
+	ret = rdmach_oob_put(ctx, key, val);
+	if (ret)
+		return ret;
+	ret = core_fence(ctx, "host ids");
+	if (ret)
+		return ret;
+	for (i = 0; i < ctx->size; i++) {
+		char *colon;
+
+		snprintf(key, sizeof(key), "rdmach-%d", i);
+		ret = rdmach_oob_get(ctx, key, val, sizeof(val));
+		if (ret)
+			return ret;
+		info[i].tl_mask = (unsigned)strtoul(val, &colon, 16);
+		if (*colon != ':') {
+			rdmach_err("malformed host id from rank %d: %s", i,
+				   val);
+			return -EPROTO;
+		}
+		snprintf(info[i].hostid, sizeof(info[i].hostid), "%s",
+			 colon + 1);
+	}
+	return 0;
+}
+
+/* The transport for the pair (a, b): both ends compute the same answer. */
+static int core_choose(const struct rdmach_ctx *ctx,
+		       const struct core_peer_info *info, int a, int b)
+{
+	enum core_policy policy = core_of(ctx)->x.policy;
+	unsigned both = info[a].tl_mask & info[b].tl_mask;
+	int same_host = !strcmp(info[a].hostid, info[b].hostid);
+
+	if (policy != CORE_FORCE_IB && same_host &&
+	    (both & (1u << RDMACH_TL_SHM)))
+		return RDMACH_TL_SHM;
+	if (policy != CORE_FORCE_SHM && (both & (1u << RDMACH_TL_IB)))
+		return RDMACH_TL_IB;
+	return -1;
+}
+
+static int core_plan(struct rdmach_ctx *ctx, const struct core_peer_info *info,
+		     int *choice)
+{
+	int a, b;
+
+	/* Every process checks every pair, so all fail alike or none does. */
+	for (a = 0; a < ctx->size; a++) {
+		for (b = a; b < ctx->size; b++) {
+			int t = core_choose(ctx, info, a, b);
+
+			if (t < 0) {
+				if (ctx->rank == a || ctx->rank == b ||
+				    ctx->rank == 0)
+					rdmach_err("no transport connects rank "
+						   "%d (%s) and rank %d (%s) "
+						   "under RDMACH_TRANSPORT=%s",
+						   a, info[a].hostid, b,
+						   info[b].hostid,
+						   rdmach_knob_str(&core_knobs[
+							   CORE_KNOB_TRANSPORT]));
+				return -ENODEV;
+			}
+			if (a == ctx->rank)
+				choice[b] = t;
+			else if (b == ctx->rank)
+				choice[a] = t;
+		}
+	}
+	return 0;
+}
+
+typedef int (*core_phase_fn)(struct rdmach_tl *tl, const int *peers,
+			     int npeers);
+
+static int core_run_phase(struct rdmach_ctx *ctx, const int *choice,
+			  int *peers, int phase)
+{
+	int t, i, n, ret;
+
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		struct rdmach_tl *tl = ctx->tls[t];
+		core_phase_fn fn;
+
+		if (!tl)
+			continue;
+		fn = phase == 0 ? tl->ops->publish : tl->ops->connect;
+		for (i = 0, n = 0; i < ctx->size; i++)
+			if (choice[i] == t)
+				peers[n++] = i;
+		ret = fn(tl, peers, n);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int rdmach_connect(rdmach_ctx_t *ctx)
+{
+	struct core_peer_info *info;
+	int *choice, *peers;
+	int t, i, ret = -ENOMEM;
+
+	if (!ctx)
+		return -EINVAL;
+	if (!core_ctx_live(ctx))
+		return -EBADF;
+	if (ctx->connected)
+		return -EALREADY;
+	info = calloc((size_t)ctx->size, sizeof(*info));
+	choice = calloc((size_t)ctx->size, sizeof(*choice));
+	peers = calloc((size_t)ctx->size, sizeof(*peers));
+	if (!info || !choice || !peers)
+		goto out;
+	ret = core_exchange_info(ctx, info);
+	if (ret)
+		goto out;
+	ret = core_plan(ctx, info, choice);
+	if (ret)
+		goto out;
+	ret = core_run_phase(ctx, choice, peers, 0);
+	if (ret)
+		goto out;
+	ret = core_fence(ctx, "addresses published");
+	if (ret)
+		goto out;
+	ret = core_run_phase(ctx, choice, peers, 1);
+	if (ret)
+		goto out;
+	ret = core_fence(ctx, "connections made");
+	if (ret)
+		goto out;
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		if (ctx->tls[t]) {
+			ret = ctx->tls[t]->ops->ready(ctx->tls[t]);
+			if (ret)
+				goto out;
+		}
+	}
+	for (i = 0; i < ctx->size; i++)
+		rdmach_debug("rank %d reached through %s", i,
+			     ctx->tls[choice[i]]->ops->name);
+	ctx->connected = 1;
+out:
+	free(peers);
+	free(choice);
+	free(info);
+	return ret;
+}
+
+int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp)
+{
+	if (!ctx || !connp)
+		return -EINVAL;
+	if (!core_ctx_live(ctx))
+		return -EBADF;
+	if (peer < 0 || peer >= ctx->size)
+		return -EINVAL;
+	if (!ctx->connected)
+		return -ENOTCONN;
+	*connp = &ctx->conns[peer];
+	return 0;
+}
+
+/* ---- data path -------------------------------------------------------- */
+
+static int core_check_call(const struct rdmach_conn *conn,
+			   const struct iovec *iov, int iovcnt, size_t *total)
+{
+	if (!conn)
+		return -EINVAL;
+	if (!core_conn_live(conn))
+		return -EBADF;
+	if (rdmach_iov_check(iov, iovcnt, total))
+		return -EINVAL;
+	if (!conn->tl)
+		return -ENOTCONN;
+	return 0;
+}
+
+/* Warn once when a connection's puts have made no progress for long. */
+static void core_note_stall(struct rdmach_conn *conn, int progressed)
+{
+	struct core_ctx *c = core_of(conn->ctx);
+	struct core_conn_extra *x = &c->cx[conn->peer];
+	uint64_t now;
+
+	if (progressed) {
+		x->stall_since_ns = 0;
+		x->stall_warned = 0;
+		return;
+	}
+	if (!c->x.stall_warn_ns || x->stall_warned)
+		return;
+	now = rdmach_now_ns();
+	if (!x->stall_since_ns) {
+		x->stall_since_ns = now;
+	} else if (now - x->stall_since_ns > c->x.stall_warn_ns) {
+		x->stall_warned = 1;
+		rdmach_warn("put to rank %d (%s) has made no progress for "
+			    "%.1f s: its ring is full or a zero-copy read is "
+			    "pending; is the peer calling get?",
+			    conn->peer, conn->tl->ops->name,
+			    (double)(now - x->stall_since_ns) / 1e9);
+	}
+}
+
+ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
+{
+	size_t total;
+	ssize_t n;
+	int ret;
+
+	ret = core_check_call(conn, iov, iovcnt, &total);
+	if (ret)
+		return ret;
+	if (conn->err)
+		return conn->err;
+	if (!total)
+		return 0;
+	n = conn->tl->ops->put(conn, iov, iovcnt, total);
+	if (n > 0) {
+		conn->stats.bytes_put += (uint64_t)n;
+		conn->stats.msgs_put++;
+	}
+	if (n >= 0)
+		core_note_stall(conn, n > 0);
+	return n;
+}
+
+ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
+{
+	size_t total;
+	ssize_t n;
+	int ret;
+
+	ret = core_check_call(conn, iov, iovcnt, &total);
+	if (ret)
+		return ret;
+	if (!total)
+		return conn->err;
+	n = conn->tl->ops->get(conn, iov, iovcnt, total);
+	if (n > 0) {
+		conn->stats.bytes_got += (uint64_t)n;
+		conn->stats.msgs_got++;
+	} else if (n == 0 && conn->err) {
+		n = conn->err;
+	}
+	return n;
+}
+
+int rdmach_progress(rdmach_ctx_t *ctx)
+{
+	int t, ret;
+
+	if (!ctx)
+		return -EINVAL;
+	if (!core_ctx_live(ctx))
+		return -EBADF;
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		if (!ctx->tls[t])
+			continue;
+		ret = ctx->tls[t]->ops->progress(ctx->tls[t]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int rdmach_finalize(rdmach_ctx_t **ctxp)
+{
+	struct rdmach_ctx *ctx;
+	struct core_ctx *c;
+
+	if (!ctxp || !*ctxp)
+		return -EINVAL;
+	ctx = *ctxp;
+	if (!core_ctx_live(ctx))
+		return -EBADF;
+	c = core_of(ctx);
+	if (c->x.print_stats)
+		rdmach_print_stats(ctx, stderr);
+	core_unregister(ctx);
+	core_close_transports(ctx, rdmach_now_ns() + ctx->finalize_timeout_ns);
+	free(c->cx);
+	free(ctx->conns);
+	free(c);
+	*ctxp = NULL;
+	return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+const char *rdmach_strerror(int err)
+{
+	switch (-err) {
+	case 0: return "success";
+	case EINVAL: return "invalid argument";
+	case EBADF: return "not a live rdmach handle (used after finalize?)";
+	case ENOTCONN: return "not connected (call rdmach_connect first)";
+	case EALREADY: return "already connected";
+	case ECONNRESET: return "connection failed: peer died or link error";
+	case EPIPE: return "peer has finalized: nobody reads this pipe";
+	case ESHUTDOWN: return "peer has finalized and all its data was read";
+	case ENODEV: return "transport not available";
+	case ENOMEM: return "out of memory";
+	case E2BIG: return "value too long for the out-of-band exchange";
+	case ETIMEDOUT: return "timed out";
+	case EPROTO: return "protocol error (malformed packet or address)";
+	case EIO: return "I/O error reported by the device";
+	case EPERM: return "operation not permitted";
+	default: return err < 0 ? strerror(-err) : "not an error code";
+	}
+}
+
+const char *rdmach_conn_error(const rdmach_conn_t *conn)
+{
+	if (!conn || !core_conn_live(conn))
+		return "not a live connection";
+	return conn->err ? conn->errmsg : "";
+}
+
+const char *rdmach_conn_transport(const rdmach_conn_t *conn)
+{
+	if (!conn || !core_conn_live(conn) || !conn->tl)
+		return "none";
+	return conn->tl->ops->name;
+}
+
+int rdmach_rank(const rdmach_ctx_t *ctx)
+{
+	return ctx && core_ctx_live(ctx) ? ctx->rank : -EBADF;
+}
+
+int rdmach_size(const rdmach_ctx_t *ctx)
+{
+	return ctx && core_ctx_live(ctx) ? ctx->size : -EBADF;
+}
+
+int rdmach_conn_stats(const rdmach_conn_t *conn, rdmach_stats_t *st)
+{
+	if (!conn || !st)
+		return -EINVAL;
+	if (!core_conn_live(conn))
+		return -EBADF;
+	*st = conn->stats;
+	return 0;
+}
+
+static void core_stats_add(rdmach_stats_t *sum, const rdmach_stats_t *s)
+{
+	uint64_t *d = (uint64_t *)sum;
+	const uint64_t *a = (const uint64_t *)s;
+	size_t i;
+
+	for (i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
+		d[i] += a[i];
+}
+
+int rdmach_ctx_stats(const rdmach_ctx_t *ctx, rdmach_stats_t *st)
+{
+	rdmach_stats_t sum = ctx ? ctx->ctx_stats : (rdmach_stats_t){ 0 };
+	int i;
+
+	if (!ctx || !st)
+		return -EINVAL;
+	if (!core_ctx_live(ctx))
+		return -EBADF;
+	for (i = 0; i < ctx->size; i++)
+		core_stats_add(&sum, &ctx->conns[i].stats);
+	*st = sum;
+	return 0;
+}
+
+static void core_print_row(FILE *out, const char *who, const rdmach_stats_t *s)
+{
+	fprintf(out,
+		"%-10s %14llu %14llu %10llu %10llu %8llu %8llu %8llu %8llu %8llu\n",
+		who, (unsigned long long)s->bytes_put,
+		(unsigned long long)s->bytes_got,
+		(unsigned long long)s->packets_sent,
+		(unsigned long long)s->packets_received,
+		(unsigned long long)s->ring_full_stalls,
+		(unsigned long long)s->credit_updates_sent,
+		(unsigned long long)s->credit_updates_received,
+		(unsigned long long)s->zcopy_msgs,
+		(unsigned long long)s->pipelined_msgs);
+}
+
+void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
+{
+	rdmach_stats_t sum;
+	char who[32];
+	int i;
+
+	if (!ctx || !out || rdmach_ctx_stats(ctx, &sum))
+		return;
+	fprintf(out, "# rdmach counters, rank %d\n", ctx->rank);
+	fprintf(out, "%-10s %14s %14s %10s %10s %8s %8s %8s %8s %8s\n", "peer",
+		"bytes_put", "bytes_got", "pkts_out", "pkts_in", "stalls",
+		"cred_out", "cred_in", "zcopy", "piped");
+	for (i = 0; i < ctx->size; i++) {
+		const struct rdmach_conn *conn = &ctx->conns[i];
+
+		if (!conn->stats.bytes_put && !conn->stats.bytes_got)
+			continue;
+		snprintf(who, sizeof(who), "%d/%s", i,
+			 conn->tl ? conn->tl->ops->name : "-");
+		core_print_row(out, who, &conn->stats);
+	}
+	core_print_row(out, "total", &sum);
+	fprintf(out, "# rcache: %llu hits, %llu misses, %llu evictions, "
+		"%llu invalidations\n",
+		(unsigned long long)sum.rcache_hits,
+		(unsigned long long)sum.rcache_misses,
+		(unsigned long long)sum.rcache_evictions,
+		(unsigned long long)sum.rcache_invalidations);
+}

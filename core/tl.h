@@ -1,0 +1,93 @@
+/*
+ * tl.h - the transport interface (internal).  The core (core/rdmach.c) owns
+ * the context, the connection table, argument checks, counters of user
+ * bytes and the wire-up sequence; a transport (rdma_shm/, rdma_ib/) owns
+ * how bytes move.  Transports never see one another.
+ *
+ * Wire-up, run by rdmach_connect() on every process:
+ *   core phase 0: publish host id + transports opened;      fence
+ *   ops->publish(tl, peers): create endpoints, oob put;     fence
+ *   ops->connect(tl, peers): oob get, connect endpoints;    fence
+ *   ops->ready(tl): local clean-up (e.g. close exchange fds)
+ * Every transport that opened runs every phase, with npeers possibly 0, so
+ * that the fences stay collective.
+ */
+#ifndef RDMACH_CORE_TL_H
+#define RDMACH_CORE_TL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "rdmach.h"
+
+struct rdmach_ctx;
+struct rdmach_conn;
+struct rdmach_tl;
+
+struct rdmach_tl_ops {
+	const char *name;	/* "shm", "ib" */
+	/* Open for this process.  -ENODEV (with a message logged at debug
+	 * level) when the transport cannot run here. */
+	int (*open)(struct rdmach_ctx *ctx, struct rdmach_tl **tlp);
+	int (*publish)(struct rdmach_tl *tl, const int *peers, int npeers);
+	int (*connect)(struct rdmach_tl *tl, const int *peers, int npeers);
+	int (*ready)(struct rdmach_tl *tl);
+	/* iov/iovcnt already checked by the core; total = sum of lengths > 0.
+	 * Return bytes completed (0..total) or a negative errno; a transport
+	 * that detects a failure calls rdmach_conn_fail() first. */
+	ssize_t (*put)(struct rdmach_conn *conn, const struct iovec *iov,
+		       int iovcnt, size_t total);
+	ssize_t (*get)(struct rdmach_conn *conn, const struct iovec *iov,
+		       int iovcnt, size_t total);
+	int (*progress)(struct rdmach_tl *tl);
+	/* Drain what this process put (until deadline_ns, CLOCK_MONOTONIC),
+	 * tell the peers, release everything; tl is freed. */
+	int (*close)(struct rdmach_tl *tl, uint64_t deadline_ns);
+};
+
+/* First member of every transport's private state. */
+struct rdmach_tl {
+	const struct rdmach_tl_ops *ops;
+	struct rdmach_ctx *ctx;
+};
+
+enum { RDMACH_TL_SHM, RDMACH_TL_IB, RDMACH_TL_MAX };
+
+struct rdmach_conn {
+	struct rdmach_ctx *ctx;
+	struct rdmach_tl *tl;		/* NULL until connected */
+	void *priv;			/* transport's per-connection state */
+	int peer;
+	int err;			/* 0, or the negative errno of a failure */
+	rdmach_stats_t stats;
+	char errmsg[256];
+};
+
+struct rdmach_ctx {
+	rdmach_oob_t oob;
+	int rank, size;
+	int connected;
+	struct rdmach_tl *tls[RDMACH_TL_MAX];	/* opened transports */
+	struct rdmach_conn *conns;		/* [size] */
+	uint64_t finalize_timeout_ns;
+	uint64_t peer_timeout_ns;
+	rdmach_stats_t ctx_stats;	/* context-wide: rcache figures */
+};
+
+/* Mark conn failed (first failure wins), log the message once at error
+ * level, and return err for the caller to pass on. */
+int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* oob helpers with this project's key conventions and clear errors. */
+int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value);
+int rdmach_oob_get(struct rdmach_ctx *ctx, const char *key, char *value,
+		   size_t len);
+
+extern const struct rdmach_tl_ops rdmach_shm_ops;
+#ifdef RDMACH_HAVE_IB
+extern const struct rdmach_tl_ops rdmach_ib_ops;
+#endif
+
+#endif /* RDMACH_CORE_TL_H */

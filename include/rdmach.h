@@ -1,0 +1,146 @@
+/*
+ * rdmach.h - the five-function RDMA channel: init, connect, put, get, finalize.
+ *
+ * A context joins a group of `size` processes (ranks 0..size-1).  After the
+ * collective rdmach_connect() every ordered pair of processes has a FIFO byte
+ * pipe: rdmach_put() on my connection to peer P appends bytes to the pipe
+ * that P reads with rdmach_get() on its connection to me.  A connection to
+ * one's own rank is a pipe to oneself.
+ *
+ * Contract
+ * --------
+ * FIFO:        bytes come out of a pipe exactly once, in the order they were
+ *              put.  Message boundaries are NOT kept: one put may be read by
+ *              several gets and one get may return the bytes of several puts.
+ * Partial:     put and get never block.  Each returns how many bytes it
+ *              completed now, 0..total of the iovec, or a negative error.
+ *              The caller retries the rest later (an iovec advanced by the
+ *              returned count).
+ * Reuse:       bytes counted by put may be overwritten by the caller at once.
+ *              Large puts may be served without a copy (by an RDMA read or a
+ *              cross-memory read of the caller's buffer): such a put returns
+ *              0 until the peer has taken the data, then the whole count.
+ *              Until then the caller must retry with the same iovec (same
+ *              bases and lengths; -EINVAL otherwise) and leave the buffer
+ *              untouched.  The caller must also keep calling get on its
+ *              connections (or rdmach_progress) so that both sides advance.
+ * Errors:      negative errno values; rdmach_strerror() names them and
+ *              rdmach_conn_error() gives the connection's detailed message
+ *              (peer, transport, status).  Notable ones:
+ *                -EINVAL     bad argument: NULL iovec with a count, negative
+ *                            count, NULL base with a length, a total beyond
+ *                            SSIZE_MAX, a rank outside the group;
+ *                -EBADF      a handle that is not live (e.g. after finalize);
+ *                -ECONNRESET the peer died or the link failed (detected in
+ *                            bounded time: RDMACH_PEER_TIMEOUT_MS);
+ *                -EPIPE      put to a peer that has finalized;
+ *                -ESHUTDOWN  get after the peer finalized and every byte it
+ *                            sent has been read;
+ *                -ENODEV     the requested transport is not available.
+ *              Bytes that had fully arrived before a peer failed or left are
+ *              still delivered by get before the error is returned.
+ * Finalize:    local, not collective.  It waits (at most
+ *              RDMACH_FINALIZE_TIMEOUT_MS) until every byte put has left this
+ *              process (in the peer's ring or read by the peer), tells the
+ *              peers, and releases every resource.  Handles are dead after.
+ * Threads:     a context and its connections are used by one thread at a
+ *              time (the caller serialises); distinct contexts are
+ *              independent.
+ * Knobs:       thresholds and sizes come from RDMACH_* environment variables,
+ *              read at rdmach_init(); `rdmach_info` lists them with defaults.
+ */
+#ifndef RDMACH_H
+#define RDMACH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RDMACH_API_VERSION 1
+
+typedef struct rdmach_ctx rdmach_ctx_t;
+typedef struct rdmach_conn rdmach_conn_t;
+
+/*
+ * Out-of-band key-value exchange, supplied by the caller: PMI under MPICH,
+ * rdmach_pmi_oob() (include/rdmach_pmi.h) for stand-alone programs.
+ * put publishes a key of this process; fence is collective over the whole
+ * group and makes every earlier put visible to every get.  Keys and values
+ * are NUL-terminated strings of printable characters without spaces.
+ * Each callback returns 0 or a negative errno value.
+ */
+typedef struct rdmach_oob {
+    int rank;                   /* this process, 0..size-1 */
+    int size;                   /* processes in the group */
+    size_t value_max;           /* longest value the exchange carries */
+    void *arg;                  /* passed to every callback */
+    int (*put)(void *arg, const char *key, const char *value);
+    int (*fence)(void *arg);
+    int (*get)(void *arg, const char *key, char *value, size_t len);
+} rdmach_oob_t;
+
+/* Counters of one connection (rdmach_conn_stats) or of a whole context
+ * (rdmach_ctx_stats: the sum over its connections plus the context-wide
+ * registration cache figures). */
+typedef struct rdmach_stats {
+    uint64_t bytes_put;           /* bytes accepted by put */
+    uint64_t bytes_got;           /* bytes delivered by get */
+    uint64_t msgs_put;            /* put calls that accepted > 0 bytes */
+    uint64_t msgs_got;            /* get calls that delivered > 0 bytes */
+    uint64_t packets_sent;        /* ring packets written (data + control) */
+    uint64_t packets_received;
+    uint64_t ring_full_stalls;    /* puts cut short: no ring space/credit */
+    uint64_t credit_updates_sent; /* explicit tail (credit) updates */
+    uint64_t credit_updates_received;
+    uint64_t zcopy_msgs;          /* puts served by the peer reading our memory */
+    uint64_t zcopy_bytes;
+    uint64_t pipelined_msgs;      /* puts sent through the pipelined copy */
+    uint64_t rcache_hits;         /* registration cache (context-wide) */
+    uint64_t rcache_misses;
+    uint64_t rcache_evictions;
+    uint64_t rcache_invalidations;
+} rdmach_stats_t;
+
+/* 1. init: open the transports this process may use and join the group
+ * described by oob (copied; its arg must stay valid until finalize). */
+int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
+
+/* 2. connect: collective over the group; sets up every connection.  Peers on
+ * the same host use shared memory, others InfiniBand/RoCE, unless
+ * RDMACH_TRANSPORT=shm|ib forces one. */
+int rdmach_connect(rdmach_ctx_t *ctx);
+
+/* The connection to `peer` (0..size-1), valid from connect to finalize. */
+int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp);
+
+/* 3. put / 4. get: see the contract above. */
+ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
+ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
+
+/* Advance every connection (completions, credit returns, acknowledgements)
+ * without moving user data.  Returns 0 or the first connection error. */
+int rdmach_progress(rdmach_ctx_t *ctx);
+
+/* 5. finalize: drain, disconnect, release.  *ctxp is set to NULL. */
+int rdmach_finalize(rdmach_ctx_t **ctxp);
+
+/* Helpers. */
+const char *rdmach_strerror(int err);
+const char *rdmach_conn_error(const rdmach_conn_t *conn); /* "" if healthy */
+const char *rdmach_conn_transport(const rdmach_conn_t *conn); /* "shm", "ib" */
+int rdmach_rank(const rdmach_ctx_t *ctx);
+int rdmach_size(const rdmach_ctx_t *ctx);
+int rdmach_conn_stats(const rdmach_conn_t *conn, rdmach_stats_t *st);
+int rdmach_ctx_stats(const rdmach_ctx_t *ctx, rdmach_stats_t *st);
+void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RDMACH_H */

@@ -1,0 +1,37 @@
+/*
+ * rdmach_pmi.h - a PMI-1 wire-protocol client, so that stand-alone programs
+ * started by Hydra's mpiexec (or by rdmach_run / rdmach_launch_*) get an
+ * rdmach_oob_t without linking an MPI library.
+ *
+ * It reads PMI_FD, PMI_RANK and PMI_SIZE from the environment (the variables
+ * Hydra and rdmach_run set) and speaks the text protocol on that socket:
+ * init, get_maxes, get_my_kvsname, put, barrier_in, get, finalize.
+ */
+#ifndef RDMACH_PMI_H
+#define RDMACH_PMI_H
+
+#include "rdmach.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rdmach_pmi rdmach_pmi_t;
+
+/* Is this process running under a PMI-1 server (PMI_FD set)? */
+int rdmach_pmi_available(void);
+
+/* Connect to the PMI server; on success *pmip is set and *oob is filled
+ * with callbacks that use it (put/commit/barrier/get). */
+int rdmach_pmi_init(rdmach_pmi_t **pmip, rdmach_oob_t *oob);
+
+/* A plain collective barrier through the PMI server. */
+int rdmach_pmi_barrier(rdmach_pmi_t *pmi);
+
+/* Tell the server this process is done, close the socket, free. */
+int rdmach_pmi_finalize(rdmach_pmi_t *pmi);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RDMACH_PMI_H */
