@@ -78,6 +78,11 @@ mpi-bench: $(MPI_BENCH_SRCS)
 	for s in $(MPI_BENCH_SRCS); do \
 		$(MPICC) -O2 -Wall -Wextra -Werror -o $(O)/mpi/$$(basename $$s .c) $$s || exit 1; done
 
+# MPICH built from its own source with the CH3 channel "rdma" (channel/),
+# installed into build/mpich-install: see channel/build-mpich.sh.
+mpich: $(LIB)
+	RDMACH_BUILD=$(abspath $(O)) channel/build-mpich.sh
+
 check: all
 	test/run-tests.sh
 
@@ -90,7 +95,7 @@ clean:
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check bench clean distclean mpi-bench
+.PHONY: all check bench clean distclean mpi-bench mpich
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

@@ -11,6 +11,8 @@
 const struct rdmach_knob_table *const rdmach_knob_tables[] = {
 	&rdmach_knobs_core,
 	&rdmach_knobs_shm,
+	&rdmach_knobs_launch,
+	&rdmach_knobs_rcache,
 #ifdef RDMACH_HAVE_IB
 	&rdmach_knobs_ib,
 #endif

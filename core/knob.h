@@ -46,5 +46,7 @@ void rdmach_knob_print_all(FILE *out);
 extern const struct rdmach_knob_table rdmach_knobs_core;
 extern const struct rdmach_knob_table rdmach_knobs_shm;
 extern const struct rdmach_knob_table rdmach_knobs_ib;
+extern const struct rdmach_knob_table rdmach_knobs_rcache;
+extern const struct rdmach_knob_table rdmach_knobs_launch;
 
 #endif /* RDMACH_CORE_KNOB_H */

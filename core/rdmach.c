@@ -252,7 +252,8 @@ static int core_open_transports(struct rdmach_ctx *ctx)
 			continue;
 		}
 		ret = ops->open(ctx, &ctx->tls[t]);
-		if (ret && policy != CORE_AUTO) {
+		/* In auto mode an absent device is fine; a bad setting is not. */
+		if (ret && (policy != CORE_AUTO || ret != -ENODEV)) {
 			rdmach_err("RDMACH_TRANSPORT=%s: the %s transport "
 				   "cannot open: %s", ops->name, ops->name,
 				   rdmach_strerror(ret));

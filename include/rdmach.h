@@ -69,7 +69,7 @@ typedef struct rdmach_conn rdmach_conn_t;
 
 /*
  * Out-of-band key-value exchange, supplied by the caller: PMI under MPICH,
- * rdmach_pmi_oob() (include/rdmach_pmi.h) for stand-alone programs.
+ * rdmach_pmi_init() (include/rdmach_pmi.h) for stand-alone programs.
  * put publishes a key of this process; fence is collective over the whole
  * group and makes every earlier put visible to every get.  Keys and values
  * are NUL-terminated strings of printable characters without spaces.

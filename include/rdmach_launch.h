@@ -6,7 +6,13 @@
  *
  * Like Hydra, when a child exits non-zero or is killed before it said PMI
  * finalize, the others are killed (unless keep_going), so that a failure
- * never leaves the group hanging in a fence.
+ * never leaves the group hanging in a fence: SIGTERM, then SIGKILL after
+ * RDMACH_LAUNCH_KILL_GRACE_MS (default 2000).  PMI abort kills everyone
+ * even with keep_going.  With keep_going, a barrier that a dead (or
+ * finalized) rank can no longer join completes with an error for the
+ * survivors (rdmach_pmi_barrier / oob fence return -ECONNRESET).
+ * Children die with the launcher (PR_SET_PDEATHSIG); ranks above 0 get
+ * /dev/null as stdin.
  */
 #ifndef RDMACH_LAUNCH_H
 #define RDMACH_LAUNCH_H
@@ -26,6 +32,11 @@ struct rdmach_launch_opts {
 struct rdmach_launch_result {
 	int status[256];
 	int timed_out;
+	int first_failed;	/* rank whose failure came first, or -1 */
+	int exit_code;		/* what a launcher exits with: 0; else the
+				 * first failed rank's exit code (128+signal
+				 * if killed), a PMI abort's exit code, or
+				 * 124 on timeout */
 };
 
 /*

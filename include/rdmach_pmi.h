@@ -28,6 +28,10 @@ int rdmach_pmi_init(rdmach_pmi_t **pmip, rdmach_oob_t *oob);
 /* A plain collective barrier through the PMI server. */
 int rdmach_pmi_barrier(rdmach_pmi_t *pmi);
 
+/* Ask the server to end the whole job (no reply; the server kills every
+ * process, this one included).  msg: one line, may be NULL. */
+int rdmach_pmi_abort(rdmach_pmi_t *pmi, int exit_code, const char *msg);
+
 /* Tell the server this process is done, close the socket, free. */
 int rdmach_pmi_finalize(rdmach_pmi_t *pmi);
 

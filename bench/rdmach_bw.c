@@ -1,0 +1,93 @@
+/*
+ * rdmach_bw - the bandwidth test of the MPICH2-over-InfiniBand paper (and of
+ * OSU): rank 0 puts a window of W messages back to back, rank 1 gets them
+ * and answers with a 4-byte reply; repeated.  Prints MB/s (10^6 bytes/s)
+ * per message size, in the OSU format.
+ *
+ *   rdmach_bw [-m 1:4M] [-w 64] [-i 100] [-I 20] [-v] [-t shm|ib] [-S]
+ *
+ * Starts two copies of itself when not under a PMI server.
+ */
+#include "rdmach_bench.h"
+
+/* Rank 0: returns MB/s. */
+static double bw_send(struct rb *b, const struct bench_opts *o, char *sbuf,
+		      size_t size)
+{
+	struct rb_cursor ack;
+	char abuf[BENCH_ACK_SIZE];
+	long i, iters, warmup;
+	struct bench_clock clk = { .n = 0, .per_batch = 1 };
+	int j;
+
+	bench_iters(o, size, &iters, &warmup);
+	for (i = 0; i < warmup + iters; i++) {
+		if (i >= warmup)
+			bench_clock_tick(&clk, o, iters, i - warmup);
+		/* The reply's receive is open during the window, so that
+		 * get runs while puts wait (zero-copy needs it). */
+		rb_cursor_set(&ack, abuf, sizeof(abuf));
+		for (j = 0; j < o->window; j++) {
+			if (o->validate)
+				bench_fill(sbuf, size,
+					   (unsigned)(i * o->window + j));
+			rb_put_all(b, sbuf, size, &ack);
+		}
+		rb_xfer(b, NULL, &ack, 1);
+	}
+	bench_clock_tick(&clk, o, iters, iters);
+	return (double)size * o->window / bench_clock_result(&clk);
+}
+
+static void bw_recv(struct rb *b, const struct bench_opts *o, char *rbuf,
+		    size_t size)
+{
+	char abuf[BENCH_ACK_SIZE] = { 0 };
+	long i, iters, warmup;
+	int j;
+
+	bench_iters(o, size, &iters, &warmup);
+	for (i = 0; i < warmup + iters; i++) {
+		for (j = 0; j < o->window; j++) {
+			rb_get_all(b, rbuf, size);
+			if (o->validate)
+				rb_check(b, rbuf, size,
+					 (unsigned)(i * o->window + j), size,
+					 i);
+		}
+		rb_put_all(b, abuf, sizeof(abuf), NULL);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
+	struct rb b;
+	char detail[64];
+	char *buf;
+	size_t size;
+
+	bench_parse(argc, argv, BENCH_BW, &o);
+	if (o.min_size == 0) {
+		fprintf(stderr, "%s: sizes start at 1 (a byte pipe has no "
+			"empty messages)\n", o.prog);
+		return 2;
+	}
+	rb_start(&b, argc, argv, &o);
+	buf = bench_alloc(o.max_size);
+	if (b.rank == 0) {
+		snprintf(detail, sizeof(detail), "transport %s%s",
+			 rdmach_conn_transport(b.conn), o.pin ? ", pinned" : "");
+		bench_print_header(&o, "rdmach", detail);
+	}
+	for (size = o.min_size; size <= o.max_size; size *= 2) {
+		if (b.rank == 0)
+			bench_print_row(size, bw_send(&b, &o, buf, size));
+		else
+			bw_recv(&b, &o, buf, size);
+	}
+	if (o.stats)
+		rb_print_stats(&b);
+	free(buf);
+	return rb_finish(&b);
+}

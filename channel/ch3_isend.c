@@ -1,0 +1,168 @@
+/*
+ * ch3_isend.c - CH3 channel "rdma": the four send entry points.
+ *
+ * A send first tries rdmach_put directly when the VC's queue is empty; what
+ * rdmach does not accept now is queued as a request and put by the progress
+ * engine, in order.  Headers always travel as a full MPIDI_CH3_Pkt_t.
+ */
+#include "mpidi_ch3_impl.h"
+
+#define HDR_SZ ((intptr_t) sizeof(MPIDI_CH3_Pkt_t))
+
+/* Bytes in iov[0..n). */
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t total = 0;
+
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	return total;
+}
+
+/* Copy iov[0..n) into sreq's iovec minus the nb bytes already sent. */
+static void set_request_iov(MPIR_Request *sreq, const struct iovec *iov, int n, size_t nb)
+{
+	int i = 0;
+
+	while (i < n && nb >= iov[i].iov_len) {
+		nb -= iov[i].iov_len;
+		i++;
+	}
+	sreq->dev.iov_count = n - i;
+	sreq->dev.iov_offset = 0;
+	for (int j = 0; i < n; i++, j++) {
+		sreq->dev.iov[j] = iov[i];
+		if (j == 0) {
+			sreq->dev.iov[0].iov_base = (char *) iov[i].iov_base + nb;
+			sreq->dev.iov[0].iov_len -= nb;
+		}
+	}
+}
+
+/* A send request owned by the channel and by the caller (CH3 convention:
+ * one reference is dropped on completion, one by the caller). */
+static MPIR_Request *create_send_request(void)
+{
+	MPIR_Request *sreq = MPIR_Request_create(MPIR_REQUEST_KIND__SEND);
+
+	if (!sreq)
+		return NULL;
+	MPIR_Object_set_ref(sreq, 2);
+	sreq->dev.OnDataAvail = NULL;
+	return sreq;
+}
+
+/* Send iov (iov[0] a full header at a stable address) on vc without a
+ * caller request: return a request only if something was left to queue. */
+static int start_msg(MPIDI_VC_t *vc, struct iovec *iov, int n, MPIR_Request **sreq_ptr)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	MPIR_Request *sreq;
+	size_t nb = 0;
+	int mpi_errno = MPI_SUCCESS;
+
+	*sreq_ptr = NULL;
+	if (MPIDI_CH3I_SendQ_empty(vcch)) {
+		/* stage the header where it stays while this send is queued */
+		memcpy(vcch->tx_pkt, iov[0].iov_base, HDR_SZ);
+		iov[0].iov_base = vcch->tx_pkt;
+		mpi_errno = MPIDI_CH3I_Rdma_put(vc, iov, n, &nb);
+		if (mpi_errno)
+			return mpi_errno;
+		if (nb == iov_total(iov, n))
+			return MPI_SUCCESS;
+	} else {
+		/* queued behind others: the request keeps its own header copy */
+		MPIR_Assert(iov[0].iov_len == HDR_SZ);
+	}
+
+	sreq = create_send_request();
+	MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+	if (iov[0].iov_base != vcch->tx_pkt) {
+		sreq->dev.pending_pkt = *(MPIDI_CH3_Pkt_t *) iov[0].iov_base;
+		iov[0].iov_base = &sreq->dev.pending_pkt;
+	}
+	set_request_iov(sreq, iov, n, nb);
+	mpi_errno = MPIDI_CH3I_Rdma_enqueue(vc, sreq);
+	if (mpi_errno)
+		return mpi_errno;
+	*sreq_ptr = sreq;
+	return MPI_SUCCESS;
+  fn_fail:
+	return mpi_errno;
+}
+
+int MPIDI_CH3_iStartMsg(MPIDI_VC_t *vc, void *hdr, intptr_t hdr_sz, MPIR_Request **sreq_ptr)
+{
+	struct iovec iov[1];
+
+	MPIR_Assert(hdr_sz <= HDR_SZ);
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = HDR_SZ;
+	return start_msg(vc, iov, 1, sreq_ptr);
+}
+
+int MPIDI_CH3_iStartMsgv(MPIDI_VC_t *vc, struct iovec *iov, int n_iov, MPIR_Request **sreq_ptr)
+{
+	struct iovec local[MPL_IOV_LIMIT];
+
+	MPIR_Assert(n_iov >= 1 && n_iov <= MPL_IOV_LIMIT);
+	MPIR_Assert(iov[0].iov_len <= HDR_SZ);
+	memcpy(local, iov, n_iov * sizeof(*iov));
+	local[0].iov_len = HDR_SZ;
+	return start_msg(vc, local, n_iov, sreq_ptr);
+}
+
+/* Send on behalf of an existing request: the header is copied into the
+ * request first so that every put of this send sees the same iovec. */
+static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	size_t nb = 0;
+	int mpi_errno, complete;
+
+	sreq->dev.pending_pkt = *(MPIDI_CH3_Pkt_t *) iov[0].iov_base;
+	iov[0].iov_base = &sreq->dev.pending_pkt;
+	iov[0].iov_len = HDR_SZ;
+	set_request_iov(sreq, iov, n, 0);
+
+	if (!MPIDI_CH3I_SendQ_empty(vcch))
+		return MPIDI_CH3I_Rdma_enqueue(vc, sreq);
+
+	mpi_errno = MPIDI_CH3I_Rdma_put(vc, sreq->dev.iov, sreq->dev.iov_count, &nb);
+	if (mpi_errno)
+		return mpi_errno;
+	if (nb < iov_total(sreq->dev.iov, sreq->dev.iov_count)) {
+		set_request_iov(sreq, sreq->dev.iov, sreq->dev.iov_count, nb);
+		return MPIDI_CH3I_Rdma_enqueue(vc, sreq);
+	}
+
+	/* all sent: let CH3 load more (non-contiguous data) or complete */
+	if (!sreq->dev.OnDataAvail)
+		return MPID_Request_complete(sreq);
+	mpi_errno = sreq->dev.OnDataAvail(vc, sreq, &complete);
+	if (mpi_errno || complete)
+		return mpi_errno;
+	sreq->dev.iov_offset = 0;
+	return MPIDI_CH3I_Rdma_enqueue(vc, sreq);
+}
+
+int MPIDI_CH3_iSend(MPIDI_VC_t *vc, MPIR_Request *sreq, void *hdr, intptr_t hdr_sz)
+{
+	struct iovec iov[1];
+
+	MPIR_Assert(hdr_sz <= HDR_SZ);
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = HDR_SZ;
+	return send_with_request(vc, sreq, iov, 1);
+}
+
+int MPIDI_CH3_iSendv(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n_iov)
+{
+	struct iovec local[MPL_IOV_LIMIT];
+
+	MPIR_Assert(n_iov >= 1 && n_iov <= MPL_IOV_LIMIT);
+	MPIR_Assert(iov[0].iov_len <= HDR_SZ);
+	memcpy(local, iov, n_iov * sizeof(*iov));
+	return send_with_request(vc, sreq, local, n_iov);
+}

@@ -1,0 +1,50 @@
+/*
+ * mpidi_ch3_pre.h - CH3 channel "rdma": what CH3 embeds in its own
+ * structures (VC, progress state).  Included by mpidpre.h before the packet
+ * types exist, so only pointers to them appear here.
+ */
+#ifndef MPIDI_CH3_PRE_H_INCLUDED
+#define MPIDI_CH3_PRE_H_INCLUDED
+
+/* Every connection is set up by rdmach_connect() at MPI_Init; there is no
+ * way to add processes later, so CH3's dynamic-process code is compiled out
+ * (MPI_Comm_spawn, MPI_Comm_connect/accept fail with a clear error). */
+#define MPIDI_CH3_HAS_NO_DYNAMIC_PROCESS
+#undef MPID_USE_SEQUENCE_NUMBERS
+
+typedef struct {
+	int dummy;
+} MPIDI_CH3I_CH_comm_t;
+
+struct rdmach_conn;
+union MPIDI_CH3_Pkt;
+
+/* Per-VC channel state: a FIFO of requests still (partly) to be put, and
+ * the receive side: either a packet header being assembled or the request
+ * whose iovec the payload is read into. */
+typedef struct MPIDI_CH3I_VC {
+	struct MPIR_Request *sendq_head;
+	struct MPIR_Request *sendq_tail;
+	struct rdmach_conn *conn;	/* NULL until rdmach_connect */
+	struct MPIR_Request *recv_active;
+	union MPIDI_CH3_Pkt *rx_pkt;	/* header being received */
+	size_t rx_pkt_got;		/* bytes of *rx_pkt received so far */
+	/* Header of a send started with an empty queue.  It stays put while
+	 * that send is queued: a zero-copy put must be retried with the same
+	 * iovec bases. */
+	union MPIDI_CH3_Pkt *tx_pkt;
+	int terminate_pending;		/* CH3 closed the VC; sendq not empty */
+	int terminated;			/* closed: no longer polled */
+} MPIDI_CH3I_VC;
+
+#define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;
+
+typedef struct MPIDI_CH3I_Progress_state {
+	int completion_count;
+} MPIDI_CH3I_Progress_state;
+
+#define MPIDI_CH3_PROGRESS_STATE_DECL MPIDI_CH3I_Progress_state ch;
+
+extern volatile unsigned int MPIDI_CH3I_progress_completion_count;
+
+#endif /* MPIDI_CH3_PRE_H_INCLUDED */

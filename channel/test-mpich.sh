@@ -1,0 +1,120 @@
+#!/bin/bash
+# test-mpich.sh - run MPI programs and MPICH's own test suite against an
+# MPICH installed by channel/build-mpich.sh.
+#
+#   channel/test-mpich.sh progs            MPI programs, 2..8 processes
+#   channel/test-mpich.sh suite [dir...]   MPICH test/mpi directories
+#                                          (default: pt2pt coll datatype comm
+#                                          group init errhan attr)
+# Environment:
+#   PREFIX=dir       the MPICH install to test (build/mpich-install)
+#   NAME=name        label for results (rdma; "sock" for the reference build)
+#   NP_LIST="2 4 8"  process counts for `progs`
+#   MPITEST_TIMEOUT  seconds per suite test (60)
+#   SUITE_NP=n       largest process count of suite tests (8)
+#   SUITE_LIST=file  a runtests list of single tests instead of directories
+# Results go to build/mpich/results-$NAME/; the exit status is non-zero
+# when anything failed.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+work=${MPICH_WORK:-$repo/build/mpich}
+name=${NAME:-rdma}
+prefix=${PREFIX:-$repo/build/mpich-install}
+out=$work/results-$name
+mkdir -p "$out"
+export MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-60}
+
+[ -x "$prefix/bin/mpiexec" ] || { echo "test-mpich: no $prefix/bin/mpiexec (run make mpich)" >&2; exit 2; }
+export PATH=$prefix/bin:$PATH
+
+fail=0
+run() {	# label, timeout, command...
+	local label=$1 t=$2 t0 t1 rc
+	shift 2
+	t0=$(date +%s.%N)
+	timeout -k 5 "$t" "$@" >"$out/$label.out" 2>&1
+	rc=$?
+	t1=$(date +%s.%N)
+	if [ $rc -eq 0 ]; then
+		printf '  PASS %-40s %6.1f s\n' "$label" "$(echo "$t1 - $t0" | bc)"
+	else
+		printf '  FAIL %-40s rc=%d (%s)\n' "$label" $rc "$out/$label.out"
+		tail -5 "$out/$label.out" | sed 's/^/       /'
+		fail=1
+	fi
+}
+
+progs() {
+	local bin=$out/bin src=$work/src np
+	mkdir -p "$bin"
+	mpicc -O2 -Wall -Wextra -Werror -o "$bin/mpi_exchange" "$here/test/mpi_exchange.c" || exit 1
+	mpicc -O2 -o "$bin/cpi" "$src/examples/cpi.c" -lm || exit 1
+	mpif90 -O2 -o "$bin/fhello" "$here/test/fhello.f90" || exit 1
+	for b in mpi_latency mpi_bw; do
+		[ -f "$repo/bench/$b.c" ] &&
+			mpicc -O2 -Wall -Wextra -Werror -I"$repo/bench" -o "$bin/$b" "$repo/bench/$b.c" -lm
+	done
+	echo "MPI programs under $prefix/bin/mpiexec:"
+	for np in ${NP_LIST:-2 3 4 8}; do
+		run "cpi-np$np" 60 mpiexec -n "$np" "$bin/cpi"
+		run "fhello-np$np" 60 mpiexec -n "$np" "$bin/fhello"
+		run "mpi_exchange-np$np" 300 mpiexec -n "$np" "$bin/mpi_exchange"
+	done
+	[ -x "$bin/mpi_latency" ] && run mpi_latency-np2 300 mpiexec -n 2 "$bin/mpi_latency"
+	[ -x "$bin/mpi_bw" ] && run mpi_bw-np2 300 mpiexec -n 2 "$bin/mpi_bw"
+	return 0
+}
+
+suite() {
+	local dirs=("$@") tb=$work/test-$name t0 t1 summary
+	[ ${#dirs[@]} -gt 0 ] || dirs=(pt2pt coll datatype comm group init errhan attr)
+	if [ ! -f "$tb/Makefile" ]; then
+		rm -rf "$tb" && mkdir -p "$tb"
+		(cd "$tb" && "$work/src/test/mpi/configure" --with-mpi="$prefix" \
+			--disable-spawn --disable-ft-tests --disable-romio --disable-perftest \
+			--disable-cxx --enable-fortran=no MPICC="$prefix/bin/mpicc" \
+			>configure.out 2>&1) || { echo "test/mpi configure failed: $tb/config.log" >&2; exit 1; }
+		make -C "$tb/util" -j2 >/dev/null 2>&1 && make -C "$tb/dtpools" -j2 >/dev/null 2>&1
+	fi
+	if [ -n "${SUITE_LIST:-}" ]; then
+		cp "$SUITE_LIST" "$tb/testlist.sel"
+	else
+		printf '%s\n' "${dirs[@]}" >"$tb/testlist.sel"
+	fi
+	t0=$(date +%s)
+	(cd "$tb" && ./runtests -srcdir="$work/src/test/mpi" -tests=testlist.sel \
+		-mpiexec="$prefix/bin/mpiexec" -maxnp="${SUITE_NP:-8}" \
+		-xmlfile="$out/summary.xml" -junitfile="$out/summary.junit.xml" \
+		>"$out/suite.out" 2>&1)
+	t1=$(date +%s)
+	summary=$(grep -E 'tests failed out of|tests passed' "$out/suite.out" | tail -1)
+	echo "MPICH test suite ($name, ${dirs[*]:-list}): $summary in $((t1 - t0)) s"
+	echo "per directory (pass/total):"
+	# testname lines of the junit file carry the directory in their name
+	python3 - "$out/summary.junit.xml" <<'EOF' || true
+import sys, collections, xml.etree.ElementTree as ET
+tot = collections.Counter(); ok = collections.Counter(); bad = []
+for tc in ET.parse(sys.argv[1]).iter('testcase'):
+    d = tc.get('name', '').split('/')[0].split(' ')[0]
+    name = tc.get('name', '')
+    tot[d] += 1
+    if tc.find('failure') is None and tc.find('error') is None and tc.find('skipped') is None:
+        ok[d] += 1
+    elif tc.find('skipped') is None:
+        bad.append(name)
+for d in sorted(tot):
+    print("  %-10s %4d / %4d" % (d, ok[d], tot[d]))
+if bad:
+    print("failed:", " ".join(bad[:60]), "..." if len(bad) > 60 else "")
+EOF
+	grep -q 'All .* tests passed' "$out/suite.out" || fail=1
+}
+
+case ${1:-} in
+progs) shift; progs "$@" ;;
+suite) shift; suite "$@" ;;
+*) sed -n '2,20p' "$0"; exit 2 ;;
+esac
+exit $fail

@@ -1,0 +1,230 @@
+/*
+ * ring.h - the transport-independent ring protocol of rdma_ib: packet
+ * format, bottom-fill arrival detection with a sequence guard, credit
+ * (tail) accounting and the chunk schedule.  No verbs here: the sender
+ * builds packets in a local staging area that mirrors the receiver's ring
+ * byte for byte (offset X in staging is written to offset X of the ring),
+ * the transport copies them over (RDMA write), the receiver polls memory.
+ *
+ * Packet (every packet starts on a RING_ALIGN boundary of the ring):
+ *   +0   flag    u64  seq << 32 | type << 24 | payload length
+ *   +8   credit  u64  sender's consumed count of the reverse ring
+ *   +16  payload
+ *   +T-8 trailer u64  == flag, T = ring_pkt_bytes(length)
+ * Packets never straddle the ring's end: a put that meets the end writes
+ * a shorter packet and continues at offset 0 (no padding packet).
+ *
+ * Memory-ordering contract
+ * ------------------------
+ * - The writer of one packet (the adapter) places its bytes in increasing
+ *   address order and each aligned u64 atomically (bottom fill: RDMA write
+ *   of one message over one RC QP).  So flag and trailer both carrying the
+ *   expected sequence number mean the whole packet is there.
+ * - The receiver loads flag, then trailer, with acquire semantics, and
+ *   reads the payload only after both matched.
+ * - Stale bytes can never pass for an arrival: every u64 at a flag or
+ *   trailer position (multiples of RING_ALIGN, and those minus 8) inside a
+ *   consumed packet is zeroed by ring_rx_consume() before the consumed
+ *   count is published to the sender (the transport's post of the credit
+ *   is the release point).  Free ring space therefore holds, at such
+ *   positions, only 0 or flags of older sequence numbers, and seq 0 is
+ *   never used.
+ * - Credits (the receiver's consumed count) are monotonic; the sender
+ *   keeps the largest it has seen and ignores older ones.
+ * The structures themselves are single-threaded (one side each).
+ */
+#ifndef RDMACH_PROTO_RING_H
+#define RDMACH_PROTO_RING_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RING_ALIGN	64u
+#define RING_HDR	16u
+#define RING_TRL	8u
+#define RING_OVERHEAD	(RING_HDR + RING_TRL)
+#define RING_MAX_PAYLOAD ((1u << 24) - 1)
+#define RING_MIN_SIZE	4096u
+
+enum ring_type {
+	RING_T_DATA = 1,
+};
+
+enum ring_mode {
+	RING_MODE_BASIC,	/* data write + separate head write; eager tail */
+	RING_MODE_PIGGYBACK,	/* bottom fill, credits piggybacked / delayed */
+	RING_MODE_PIPELINE,	/* piggyback + chunked, overlapped copy */
+};
+
+static inline uint64_t ring_flag(uint32_t seq, unsigned int type, uint32_t len)
+{
+	return (uint64_t)seq << 32 | (uint64_t)(type & 0xff) << 24 |
+	       (len & RING_MAX_PAYLOAD);
+}
+
+static inline uint32_t ring_flag_seq(uint64_t flag)
+{
+	return (uint32_t)(flag >> 32);
+}
+
+static inline unsigned int ring_flag_type(uint64_t flag)
+{
+	return (unsigned int)(flag >> 24) & 0xff;
+}
+
+static inline uint32_t ring_flag_len(uint64_t flag)
+{
+	return (uint32_t)flag & RING_MAX_PAYLOAD;
+}
+
+/* Sequence numbers run 1, 2, ... 2^32-1, 1, ...: 0 marks cleared memory. */
+static inline uint32_t ring_seq_next(uint32_t seq)
+{
+	return seq + 1 ? seq + 1 : 1;
+}
+
+/* Ring bytes a packet of len payload bytes occupies. */
+static inline uint64_t ring_pkt_bytes(uint64_t len)
+{
+	return (len + RING_OVERHEAD + RING_ALIGN - 1) & ~(uint64_t)(RING_ALIGN - 1);
+}
+
+/* 0 if size is a valid ring size (power of two, >= RING_MIN_SIZE). */
+int ring_size_check(uint64_t size);
+
+/* ---- sender ----------------------------------------------------------- */
+
+struct ring_tx {
+	uint8_t *stage;		/* local mirror of the remote ring */
+	uint64_t size;
+	uint64_t head;		/* ring bytes written (monotonic) */
+	uint64_t tail;		/* receiver's consumed count (largest credit) */
+	uint64_t acked;		/* ring bytes whose local write completed */
+	uint32_t seq;		/* sequence number of the next packet */
+};
+
+/* A packet being built: ring offset, payload pointer and capacity. */
+struct ring_slot {
+	uint64_t off;		/* in the ring (and in the staging mirror) */
+	uint8_t *payload;	/* in staging */
+	uint32_t len;		/* payload bytes */
+	uint64_t bytes;		/* ring bytes of the packet */
+};
+
+void ring_tx_init(struct ring_tx *tx, uint8_t *stage, uint64_t size);
+
+/* Free ring bytes as the sender sees them: the receiver must have consumed
+ * a byte and, for staging reuse, its local write must have completed. */
+static inline uint64_t ring_tx_free(const struct ring_tx *tx)
+{
+	uint64_t done = tx->tail < tx->acked ? tx->tail : tx->acked;
+
+	return tx->size - (tx->head - done);
+}
+
+/* Reserve the next packet for up to want (> 0) payload bytes, at most
+ * max_payload.  0 and *slot set, or -EAGAIN when not one byte fits. */
+int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
+		    uint64_t max_payload, struct ring_slot *slot);
+
+/* Write flag, credit and trailer around the payload already copied into
+ * slot->payload, and advance head and seq. */
+void ring_tx_commit(struct ring_tx *tx, const struct ring_slot *slot,
+		    uint64_t credit);
+
+/* A credit arrived (piggybacked or explicit).  0, or -EPROTO when it
+ * claims more than was ever written. */
+int ring_tx_credit(struct ring_tx *tx, uint64_t consumed);
+
+/* Local writes up to ring byte `upto` completed. */
+static inline void ring_tx_acked(struct ring_tx *tx, uint64_t upto)
+{
+	if (upto > tx->acked)
+		tx->acked = upto;
+}
+
+/* Payload bytes of the next packet under the chunk schedule: pipeline mode
+ * cuts at chunk bytes so that copy and transfer overlap; the other modes
+ * send as much as fits in one packet. */
+static inline uint64_t ring_max_payload(enum ring_mode mode, uint64_t chunk,
+					uint64_t ring_size)
+{
+	uint64_t max = ring_size / 2 - RING_OVERHEAD;
+
+	if (mode == RING_MODE_PIPELINE && chunk < max)
+		max = chunk;
+	return max < RING_MAX_PAYLOAD ? max : RING_MAX_PAYLOAD;
+}
+
+/* ---- receiver ---------------------------------------------------------- */
+
+struct ring_rx {
+	uint8_t *ring;
+	uint64_t size;
+	uint64_t pos;		/* ring bytes consumed (the master tail) */
+	uint32_t seq;		/* expected sequence number at pos */
+	uint32_t off;		/* payload bytes of the packet at pos delivered */
+	uint64_t seen;		/* end of the furthest packet known to be there */
+	uint64_t credit_sent;	/* consumed count last told to the sender */
+};
+
+struct ring_pkt {
+	const uint8_t *payload;
+	uint32_t len;
+	unsigned int type;
+	uint64_t credit;
+	uint64_t bytes;		/* ring bytes, for ring_rx_consume() */
+};
+
+void ring_rx_init(struct ring_rx *rx, uint8_t *ring, uint64_t size);
+
+/*
+ * Is the packet at the consumer position there?  bottom_fill: check flag
+ * and trailer (piggyback/pipeline modes); otherwise the caller knows from
+ * the head replica that it is complete and only the flag is checked.
+ * 1 and *pkt set, 0 if not (yet), -EPROTO on a corrupt header.
+ */
+int ring_rx_peek(struct ring_rx *rx, int bottom_fill, struct ring_pkt *pkt);
+
+/*
+ * Look ahead without consuming: walk the complete packets after the
+ * consumer position (cursor sc, reset when behind it) up to ring byte
+ * limit, so that credits piggybacked on not yet read packets are seen.
+ * Returns the largest credit found (0 if none) or -EPROTO.
+ */
+struct ring_scan {
+	uint64_t pos;
+	uint32_t seq;
+};
+
+int64_t ring_rx_scan(struct ring_rx *rx, struct ring_scan *sc, int bottom_fill,
+		     uint64_t limit);
+
+/* Done with the packet at pos: clear its flag positions, advance. */
+void ring_rx_consume(struct ring_rx *rx, const struct ring_pkt *pkt);
+
+/*
+ * Should an explicit tail update go to the sender now?  Eager (basic mode)
+ * whenever something was consumed and not yet told; delayed otherwise:
+ * only when the sender's view of free space, size - (seen - credit_sent),
+ * fell under threshold bytes.
+ */
+static inline int ring_rx_credit_due(const struct ring_rx *rx, int eager,
+				     uint64_t threshold)
+{
+	if (rx->pos == rx->credit_sent)
+		return 0;
+	if (eager)
+		return 1;
+	return rx->size - (rx->seen - rx->credit_sent) < threshold;
+}
+
+/* The consumed count went to the sender (piggybacked or explicit). */
+static inline void ring_rx_credit_told(struct ring_rx *rx, uint64_t credit)
+{
+	if (credit > rx->credit_sent)
+		rx->credit_sent = credit;
+}
+
+#endif /* RDMACH_PROTO_RING_H */

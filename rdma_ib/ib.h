@@ -1,0 +1,59 @@
+/* ib.h - rdma_ib private: device/port/GID choice and QP wiring (ib_dev.c),
+ * used by the transport (ib.c).  Prefix ib_. */
+#ifndef RDMACH_IB_H
+#define RDMACH_IB_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+struct ib_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	char name[IBV_SYSFS_NAME_MAX];
+	uint8_t port;
+	uint8_t is_roce;		/* Ethernet link layer: GID addressing */
+	enum ibv_mtu active_mtu;
+	uint16_t lid;
+	int gid_index;			/* -1: none (IB without GRH) */
+	union ibv_gid gid;
+	int max_qp_rd_atom;
+	int max_cqe;
+};
+
+/* What a peer needs to reach one of our QPs and write into our ring. */
+struct ib_addr {
+	uint16_t lid;
+	union ibv_gid gid;
+	uint32_t qpn, psn;
+	uint64_t ring, ctrl, ring_size;
+	uint32_t rkey;
+};
+
+#define IB_ADDR_STRLEN 160
+
+struct ib_qp_params {
+	enum ibv_mtu mtu;		/* path MTU, <= active MTU */
+	uint8_t timeout;		/* local ack timeout exponent */
+	uint8_t retry_cnt;
+};
+
+/* Open device `want` ("" = first with an active port), port `port`
+ * (0 = first active), GID index gid ("auto" or a number).  0 or -ENODEV. */
+int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
+		const char *gid);
+void ib_dev_close(struct ib_dev *d);
+
+/* An RC QP in INIT; *inline_max gets the inline size obtained. */
+struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
+			    unsigned int sq_depth, unsigned int inline_want,
+			    unsigned int *inline_max);
+/* INIT -> RTR -> RTS towards remote.  0 or a negative errno (logged). */
+int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
+		  const struct ib_addr *remote, const struct ib_qp_params *p);
+
+void ib_addr_format(const struct ib_addr *a, char *buf, size_t len);
+int ib_addr_parse(const char *s, struct ib_addr *a);
+
+const char *ib_mtu_str(enum ibv_mtu mtu);
+
+#endif /* RDMACH_IB_H */

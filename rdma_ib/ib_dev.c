@@ -1,0 +1,333 @@
+/* ib_dev.c - device, port and GID choice; RC QP creation and wiring. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ib.h"
+#include "log.h"
+
+const char *ib_mtu_str(enum ibv_mtu mtu)
+{
+	switch (mtu) {
+	case IBV_MTU_256: return "256";
+	case IBV_MTU_512: return "512";
+	case IBV_MTU_1024: return "1024";
+	case IBV_MTU_2048: return "2048";
+	case IBV_MTU_4096: return "4096";
+	}
+	return "?";
+}
+
+static int ib_gid_is_v4mapped(const union ibv_gid *g)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					 0xff, 0xff };
+
+	return !memcmp(g->raw, pfx, sizeof(pfx));
+}
+
+/* RoCE v2 according to sysfs (kernels/libraries without gid_ex). */
+static int ib_gid_sysfs_v2(const struct ib_dev *d, int idx)
+{
+	char path[256], buf[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/%u/gid_attrs/types/%d",
+		 d->name, d->port, idx);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	return strstr(buf, "v2") != NULL;
+}
+
+/* Best RoCE GID: v2 and IPv4-mapped, else v2, else any non-zero. */
+static int ib_gid_pick(struct ib_dev *d, int tbl_len)
+{
+	int idx, best = -1, score = 0;
+
+	for (idx = 0; idx < tbl_len; idx++) {
+		struct ibv_gid_entry e;
+		union ibv_gid g;
+		int v2, s;
+
+		if (ibv_query_gid(d->ctx, d->port, idx, &g))
+			continue;
+		if (!g.global.interface_id && !g.global.subnet_prefix)
+			continue;
+		if (!ibv_query_gid_ex(d->ctx, d->port, (uint32_t)idx, &e, 0))
+			v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
+		else
+			v2 = ib_gid_sysfs_v2(d, idx);
+		s = 1 + 2 * v2 + ib_gid_is_v4mapped(&g);
+		if (s > score) {
+			score = s;
+			best = idx;
+		}
+	}
+	return best;
+}
+
+static int ib_port_setup(struct ib_dev *d, const struct ibv_port_attr *pa,
+			 int tbl_len, const char *gid)
+{
+	d->active_mtu = pa->active_mtu;
+	d->lid = pa->lid;
+	d->is_roce = pa->link_layer == IBV_LINK_LAYER_ETHERNET;
+	d->gid_index = -1;
+	if (strcmp(gid, "auto")) {
+		char *end;
+		long v = strtol(gid, &end, 10);
+
+		if (*end || v < 0 || v >= tbl_len) {
+			rdmach_err("RDMACH_IB_GID_INDEX=%s: not \"auto\" or a "
+				   "GID index 0..%d of %s port %u", gid,
+				   tbl_len - 1, d->name, d->port);
+			return -EINVAL;
+		}
+		d->gid_index = (int)v;
+	} else if (d->is_roce) {
+		d->gid_index = ib_gid_pick(d, tbl_len);
+		if (d->gid_index < 0) {
+			rdmach_debug("ib: %s port %u is RoCE but has no GID "
+				     "(no IP address on its netdev?)",
+				     d->name, d->port);
+			return -ENODEV;
+		}
+	}
+	if (d->gid_index >= 0 &&
+	    ibv_query_gid(d->ctx, d->port, d->gid_index, &d->gid)) {
+		rdmach_err("ib: cannot read GID %d of %s port %u",
+			   d->gid_index, d->name, d->port);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* First active port of an open device matching the wanted port. */
+static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
+		      const char *gid)
+{
+	struct ibv_device_attr da;
+	unsigned int p;
+
+	if (ibv_query_device(d->ctx, &da))
+		return -ENODEV;
+	d->max_qp_rd_atom = da.max_qp_rd_atom;
+	d->max_cqe = da.max_cqe;
+	for (p = 1; p <= da.phys_port_cnt; p++) {
+		struct ibv_port_attr pa;
+
+		if (want_port && p != want_port)
+			continue;
+		if (ibv_query_port(d->ctx, (uint8_t)p, &pa))
+			continue;
+		if (pa.state != IBV_PORT_ACTIVE) {
+			rdmach_debug("ib: %s port %u not active (state %s)",
+				     d->name, p, ibv_port_state_str(pa.state));
+			continue;
+		}
+		d->port = (uint8_t)p;
+		return ib_port_setup(d, &pa, pa.gid_tbl_len, gid);
+	}
+	return -ENODEV;
+}
+
+int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
+		const char *gid)
+{
+	struct ibv_device **list;
+	int i, n = 0, ret = -ENODEV;
+
+	memset(d, 0, sizeof(*d));
+	list = ibv_get_device_list(&n);
+	if (!list || !n) {
+		rdmach_debug("ib: no RDMA device (ibv_get_device_list: %d)",
+			     n);
+		if (list)
+			ibv_free_device_list(list);
+		return -ENODEV;
+	}
+	for (i = 0; i < n; i++) {
+		const char *name = ibv_get_device_name(list[i]);
+
+		if (*want && strcmp(want, name))
+			continue;
+		d->ctx = ibv_open_device(list[i]);
+		if (!d->ctx)
+			continue;
+		snprintf(d->name, sizeof(d->name), "%s", name);
+		ret = ib_dev_try(d, port, gid);
+		if (!ret)
+			break;
+		ibv_close_device(d->ctx);
+		d->ctx = NULL;
+		if (ret == -EINVAL)
+			break;
+	}
+	ibv_free_device_list(list);
+	if (ret) {
+		if (*want || port)
+			rdmach_err("ib: no active port matches RDMACH_IB_DEVICE="
+				   "%s RDMACH_IB_PORT=%u (see ibv_devinfo)",
+				   want, port);
+		else
+			rdmach_debug("ib: no RDMA device with an active port");
+		return ret == -EINVAL ? -EINVAL : -ENODEV;
+	}
+	d->pd = ibv_alloc_pd(d->ctx);
+	if (!d->pd) {
+		rdmach_err("ib: ibv_alloc_pd on %s failed", d->name);
+		ibv_close_device(d->ctx);
+		d->ctx = NULL;
+		return -ENODEV;
+	}
+	rdmach_info("ib: %s port %u, %s, lid %u, gid index %d, active MTU %s",
+		    d->name, d->port, d->is_roce ? "RoCE" : "InfiniBand",
+		    d->lid, d->gid_index, ib_mtu_str(d->active_mtu));
+	return 0;
+}
+
+void ib_dev_close(struct ib_dev *d)
+{
+	if (d->pd)
+		ibv_dealloc_pd(d->pd);
+	if (d->ctx)
+		ibv_close_device(d->ctx);
+	d->pd = NULL;
+	d->ctx = NULL;
+}
+
+struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
+			    unsigned int sq_depth, unsigned int inline_want,
+			    unsigned int *inline_max)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp = NULL;
+
+	/* inline is needed for the 8-byte control writes; try less if the
+	 * device refuses the wanted size */
+	for (; !qp && inline_want >= 8; inline_want /= 2) {
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = cq;
+		ia.recv_cq = cq;
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = sq_depth;
+		ia.cap.max_recv_wr = 1;
+		ia.cap.max_send_sge = 1;
+		ia.cap.max_recv_sge = 1;
+		ia.cap.max_inline_data = inline_want;
+		qp = ibv_create_qp(d->pd, &ia);
+	}
+	if (!qp) {
+		rdmach_err("ib: ibv_create_qp on %s failed (%s)", d->name,
+			   strerror(errno));
+		return NULL;
+	}
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = d->port;
+	a.pkey_index = 0;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_READ;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		rdmach_err("ib: QP to INIT on %s failed (%s)", d->name,
+			   strerror(errno));
+		ibv_destroy_qp(qp);
+		return NULL;
+	}
+	*inline_max = ia.cap.max_inline_data;
+	return qp;
+}
+
+int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
+		  const struct ib_addr *r, const struct ib_qp_params *p)
+{
+	struct ibv_qp_attr a;
+	int rd_atom = d->max_qp_rd_atom < 16 ? d->max_qp_rd_atom : 16;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = p->mtu < d->active_mtu ? p->mtu : d->active_mtu;
+	a.dest_qp_num = r->qpn;
+	a.rq_psn = r->psn;
+	a.max_dest_rd_atomic = (uint8_t)(rd_atom > 0 ? rd_atom : 1);
+	a.min_rnr_timer = 12;
+	a.ah_attr.port_num = d->port;
+	a.ah_attr.dlid = r->lid;
+	if (d->gid_index >= 0) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = r->gid;
+		a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
+		a.ah_attr.grh.hop_limit = 64;
+	}
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER)) {
+		rdmach_err("ib: QP %u to RTR (remote qpn %u, lid %u) on %s "
+			   "failed: %s", qp->qp_num, r->qpn, r->lid, d->name,
+			   strerror(errno));
+		return -EIO;
+	}
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = p->timeout;
+	a.retry_cnt = p->retry_cnt;
+	a.rnr_retry = 7;
+	a.sq_psn = my_psn;
+	a.max_rd_atomic = (uint8_t)(rd_atom > 0 ? rd_atom : 1);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+		rdmach_err("ib: QP %u to RTS on %s failed: %s", qp->qp_num,
+			   d->name, strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+void ib_addr_format(const struct ib_addr *a, char *buf, size_t len)
+{
+	char gid[33];
+	int i;
+
+	for (i = 0; i < 16; i++)
+		snprintf(gid + 2 * i, 3, "%02x", a->gid.raw[i]);
+	snprintf(buf, len, "%x:%s:%x:%x:%" PRIx64 ":%" PRIx64 ":%" PRIx64
+		 ":%x", a->lid, gid, a->qpn, a->psn, a->ring, a->ctrl,
+		 a->ring_size, a->rkey);
+}
+
+int ib_addr_parse(const char *s, struct ib_addr *a)
+{
+	unsigned int lid, qpn, psn, rkey, i;
+	char gid[33];
+	struct ib_addr t;
+
+	memset(&t, 0, sizeof(t));
+	if (sscanf(s, "%x:%32[0-9a-f]:%x:%x:%" SCNx64 ":%" SCNx64 ":%" SCNx64
+		   ":%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
+		   &t.ring_size, &rkey) != 8 || strlen(gid) != 32)
+		return -EPROTO;
+	for (i = 0; i < 16; i++) {
+		unsigned int b;
+
+		if (sscanf(gid + 2 * i, "%2x", &b) != 1)
+			return -EPROTO;
+		t.gid.raw[i] = (uint8_t)b;
+	}
+	t.lid = (uint16_t)lid;
+	t.qpn = qpn;
+	t.psn = psn;
+	t.rkey = rkey;
+	*a = t;
+	return 0;
+}

@@ -1,0 +1,910 @@
+/*
+ * shm.c - the shared-memory transport: rings in the receiver's memfd
+ * segment (shm_ring.h, shm_seg.h), single-copy rendezvous through
+ * cross-memory attach (process_vm_readv) for large puts, peer liveness by
+ * pidfd.  No system call on the put/get fast path.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "iov.h"
+#include "knob.h"
+#include "log.h"
+#include "rndv.h"
+#include "shm_ring.h"
+#include "shm_seg.h"
+#include "tl.h"
+
+enum { K_RING_SIZE, K_CHUNK, K_CMA, K_CMA_THRESHOLD, K_LIVENESS_MS, K_END };
+
+static const struct rdmach_knob shm_knobs[] = {
+	[K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
+		4096, 256u << 20,
+		"bytes of each incoming ring, one per local peer (power of two)" },
+	[K_CHUNK] = { "RDMACH_SHM_CHUNK", RDMACH_KNOB_SIZE, "8K", 64,
+		256u << 20,
+		"largest ring packet: bigger puts are cut so both sides copy at once" },
+	[K_CMA] = { "RDMACH_SHM_CMA", RDMACH_KNOB_BOOL, "1", 0, 1,
+		"single-copy large puts by cross-memory attach (process_vm_readv)" },
+	[K_CMA_THRESHOLD] = { "RDMACH_SHM_CMA_THRESHOLD", RDMACH_KNOB_SIZE,
+		"64K", 1, UINT64_MAX,
+		"puts of at least this many bytes are read by the peer directly" },
+	[K_LIVENESS_MS] = { "RDMACH_SHM_LIVENESS_MS", RDMACH_KNOB_UINT, "2", 1,
+		60000, "an idle poll checks at most this often that the peer lives" },
+};
+RDMACH_KNOB_TABLE(shm, shm_knobs);
+
+/* Rendezvous this process posted and the peer has not acknowledged. */
+struct shm_rndv_tx {
+	int active;
+	int iovcnt;			/* pieces of the caller's iovec covered */
+	uint64_t id;
+	size_t bytes;
+	struct iovec iov[RDMACH_RNDV_MAX_SEGS];
+};
+
+struct shm_conn {
+	struct rdmach_conn *conn;
+	struct shm_tl *tl;
+	pid_t pid;
+	int self;			/* a pipe to myself */
+	int pidfd;			/* -1 for self or without pidfd */
+	struct shm_seg peer_seg;	/* the peer's segment (unused for self) */
+
+	/* send side: my ring in the peer's segment */
+	uint8_t *tx_ring;
+	struct shm_ring_ctrl *tx_ctrl;
+	uint64_t tx_size, tx_mask;
+	uint64_t tx_head;		/* ring bytes written */
+	uint64_t tx_tail;		/* cached copy of tx_ctrl->tail */
+	uint32_t tx_seq;		/* next packet's sequence number */
+	uint64_t next_rndv_id;
+	struct shm_rndv_tx rndv;
+
+	/* receive side: the peer's ring in my segment */
+	uint8_t *rx_ring;
+	struct shm_ring_ctrl *rx_ctrl;
+	uint64_t rx_mask;
+	uint64_t rx_head;		/* ring bytes consumed */
+	uint32_t rx_seq;		/* sequence number expected next */
+	uint64_t rx_off;		/* bytes of the current packet consumed */
+
+	/* liveness */
+	uint32_t idle_polls;
+	uint64_t next_check_ns;
+};
+
+struct shm_tl {
+	struct rdmach_tl base;
+	struct shm_seg seg;		/* my receive segment */
+	struct shm_conn **conns;	/* [npeers] */
+	int npeers;
+	uint64_t ring_size, chunk, cma_threshold, liveness_ns;
+	int cma;
+	volatile uint64_t cma_magic;	/* peers read it to probe CMA */
+};
+
+#define SHM_MIN_PARTIAL 2048u	/* smallest data packet cut by a full ring */
+#define SHM_IDLE_POLLS 64u	/* idle polls between clock reads */
+
+static inline struct shm_tl *shm_tl_of(struct rdmach_tl *tl)
+{
+	return (struct shm_tl *)tl;
+}
+
+/* Cursor copies with the common case (the current piece holds it all)
+ * inline; same cursor semantics as core/iov.c. */
+static inline size_t shm_gather(struct rdmach_iovc *c, void *dst, size_t len)
+{
+	if (c->idx < c->cnt && c->iov[c->idx].iov_len - c->off >= len) {
+		memcpy(dst, (const char *)c->iov[c->idx].iov_base + c->off, len);
+		c->off += len;
+		return len;
+	}
+	return rdmach_iovc_gather(c, dst, len);
+}
+
+static inline size_t shm_scatter(struct rdmach_iovc *c, const void *src,
+				 size_t len)
+{
+	if (c->idx < c->cnt && c->iov[c->idx].iov_len - c->off >= len) {
+		memcpy((char *)c->iov[c->idx].iov_base + c->off, src, len);
+		c->off += len;
+		return len;
+	}
+	return rdmach_iovc_scatter(c, src, len);
+}
+
+/* ---- liveness ---------------------------------------------------------- */
+
+static int shm_pidfd_open(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void)pid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* A zombie (dead, not yet reaped) still answers kill(pid, 0). */
+static int shm_proc_is_zombie(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	int zombie = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 1;
+	if (fgets(buf, sizeof(buf), f)) {
+		p = strrchr(buf, ')');
+		zombie = p && (p[2] == 'Z' || p[2] == 'X');
+	}
+	fclose(f);
+	return zombie;
+}
+
+static int shm_peer_dead(const struct shm_conn *sc)
+{
+	struct pollfd pfd;
+
+	if (sc->self)
+		return 0;
+	if (sc->pidfd >= 0) {
+		pfd.fd = sc->pidfd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		return poll(&pfd, 1, 0) > 0;
+	}
+	if (kill(sc->pid, 0) < 0 && errno == ESRCH)
+		return 1;
+	return shm_proc_is_zombie(sc->pid);
+}
+
+/* Rate-limited check, for idle polls: a clock read every SHM_IDLE_POLLS
+ * calls, a liveness probe every liveness_ns. */
+static int shm_idle_peer_dead(struct shm_conn *sc)
+{
+	uint64_t now;
+
+	if (++sc->idle_polls % SHM_IDLE_POLLS)
+		return 0;
+	now = rdmach_now_ns();
+	if (now < sc->next_check_ns)
+		return 0;
+	sc->next_check_ns = now + sc->tl->liveness_ns;
+	return shm_peer_dead(sc);
+}
+
+static int shm_fail_dead(struct shm_conn *sc, const char *when)
+{
+	return rdmach_conn_fail(sc->conn, -ECONNRESET,
+				"shm: peer rank %d (pid %d) died %s",
+				sc->conn->peer, (int)sc->pid, when);
+}
+
+/* ---- receive ----------------------------------------------------------- */
+
+static inline uint64_t shm_load_hdr(const uint8_t *p)
+{
+	return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p,
+				    memory_order_acquire);
+}
+
+/* Zero every line start of a consumed packet (lap guard, see shm_ring.h)
+ * and move on. */
+static void shm_rx_consume(struct shm_conn *sc, uint8_t *p, uint64_t span)
+{
+	uint64_t off;
+
+	for (off = 0; off < span; off += SHM_LINE)
+		atomic_store_explicit((_Atomic uint64_t *)(void *)(p + off), 0,
+				      memory_order_relaxed);
+	sc->rx_head += span;
+	sc->rx_seq++;
+	sc->rx_off = 0;
+}
+
+static int shm_rx_corrupt(struct shm_conn *sc, uint64_t h, const char *why)
+{
+	return rdmach_conn_fail(sc->conn, -EPROTO,
+				"shm: corrupt packet from rank %d at ring "
+				"offset %" PRIu64 " (header %#" PRIx64 "): %s",
+				sc->conn->peer, sc->rx_head & sc->rx_mask, h,
+				why);
+}
+
+/* Remote pieces for bytes [off, off + len) of a rendezvous. */
+static int shm_rndv_remote(const struct rdmach_rndv_hdr *r, uint64_t off,
+			   size_t len, struct iovec *out)
+{
+	uint32_t i;
+	int n = 0;
+
+	for (i = 0; i < r->nsegs && len; i++) {
+		uint64_t l = r->seg[i].len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		out[n].iov_base = (void *)(uintptr_t)(r->seg[i].addr + off);
+		out[n].iov_len = l - off < len ? l - off : len;
+		len -= out[n].iov_len;
+		off = 0;
+		n++;
+	}
+	return n;
+}
+
+/* Read what fits of a rendezvous into the caller's iovec.  Returns bytes
+ * read (>= 0) or a negative errno. */
+static ssize_t shm_rx_rndv_read(struct shm_conn *sc,
+				const struct rdmach_rndv_hdr *r,
+				struct rdmach_iovc *c, size_t room)
+{
+	struct iovec liov[RDMACH_RNDV_MAX_SEGS], riov[RDMACH_RNDV_MAX_SEGS];
+	struct rdmach_iovc save = *c;
+	size_t want = r->total - sc->rx_off, taken;
+	ssize_t n;
+	int nl, nr;
+
+	if (want > room)
+		want = room;
+	nl = rdmach_iovc_slice(c, want, liov, RDMACH_RNDV_MAX_SEGS, &taken);
+	nr = shm_rndv_remote(r, sc->rx_off, taken, riov);
+	n = process_vm_readv(sc->pid, liov, (unsigned long)nl, riov,
+			     (unsigned long)nr, 0);
+	if (n < 0) {
+		int e = errno;
+
+		*c = save;
+		if (e == ESRCH)
+			return shm_fail_dead(sc, "during a zero-copy read");
+		return rdmach_conn_fail(sc->conn, -e,
+					"shm: cross-memory read of %zu bytes "
+					"from rank %d (pid %d) failed: %s",
+					taken, sc->conn->peer, (int)sc->pid,
+					strerror(e));
+	}
+	if ((size_t)n < taken) {	/* a fault part-way: retry the rest */
+		*c = save;
+		rdmach_iovc_skip(c, (size_t)n);
+	}
+	sc->rx_off += (uint64_t)n;
+	return n;
+}
+
+/* A rendezvous at the head of the ring: read into the iovec, acknowledge
+ * once all of it is read.  Returns bytes delivered or a negative errno;
+ * *fin is set when the packet is consumed. */
+static ssize_t shm_rx_rndv(struct shm_conn *sc, uint8_t *p, uint32_t len,
+			   struct rdmach_iovc *c, size_t room, int *fin)
+{
+	const struct rdmach_rndv_hdr *r = (const void *)(p + SHM_HDR);
+	size_t done = 0;
+	ssize_t n;
+
+	if (len < sizeof(*r) || r->nsegs == 0 ||
+	    r->nsegs > RDMACH_RNDV_MAX_SEGS || len != rdmach_rndv_size(r->nsegs))
+		return shm_rx_corrupt(sc, shm_load_hdr(p), "bad rendezvous");
+	*fin = 0;
+	while (sc->rx_off < r->total && done < room) {
+		n = shm_rx_rndv_read(sc, r, c, room - done);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	if (sc->rx_off == r->total) {
+		uint64_t id = r->id;
+
+		shm_rx_consume(sc, p, shm_pkt_span(len));
+		atomic_store_explicit(&sc->rx_ctrl->acked_id, id,
+				      memory_order_release);
+		sc->conn->stats.packets_received++;
+		*fin = 1;
+	}
+	return (ssize_t)done;
+}
+
+/* Deliver what has arrived.  Returns bytes (>= 0) or a negative errno. */
+static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
+			    size_t total)
+{
+	uint64_t start = sc->rx_head;
+	size_t done = 0;
+	ssize_t ret = 0;
+
+	while (done < total) {
+		uint8_t *p = sc->rx_ring + (sc->rx_head & sc->rx_mask);
+		uint64_t h = shm_load_hdr(p);
+		uint32_t len = shm_hdr_len(h);
+		uint64_t room = sc->rx_mask + 1 - (sc->rx_head & sc->rx_mask);
+		int fin;
+
+		if (shm_hdr_seq(h) != sc->rx_seq)
+			break;
+		if (shm_hdr_type(h) == SHM_PKT_SKIP) {
+			shm_rx_consume(sc, p, room);
+			continue;
+		}
+		if (shm_pkt_span(len) > room) {
+			ret = shm_rx_corrupt(sc, h, "packet past the ring end");
+			break;
+		}
+		if (shm_hdr_type(h) == SHM_PKT_DATA) {
+			size_t n = shm_scatter(c, p + SHM_HDR + sc->rx_off,
+					       len - sc->rx_off);
+
+			done += n;
+			sc->rx_off += n;
+			if (sc->rx_off < len)
+				break;
+			shm_rx_consume(sc, p, shm_pkt_span(len));
+			sc->conn->stats.packets_received++;
+		} else if (shm_hdr_type(h) == SHM_PKT_RNDV) {
+			ret = shm_rx_rndv(sc, p, len, c, total - done, &fin);
+			if (ret < 0)
+				break;
+			done += (size_t)ret;
+			ret = 0;
+			if (!fin)
+				break;
+		} else {
+			ret = shm_rx_corrupt(sc, h, "unknown packet type");
+			break;
+		}
+	}
+	if (sc->rx_head != start) {
+		atomic_store_explicit(&sc->rx_ctrl->tail, sc->rx_head,
+				      memory_order_release);
+		sc->conn->stats.credit_updates_sent++;
+	}
+	if (ret < 0 && done == 0)
+		return ret;
+	return (ssize_t)done;
+}
+
+static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
+		       int iovcnt, size_t total)
+{
+	struct shm_conn *sc = conn->priv;
+	struct rdmach_iovc c;
+	ssize_t n;
+
+	rdmach_iovc_init(&c, iov, iovcnt);
+	n = shm_rx_drain(sc, &c, total);
+	if (n != 0)
+		return n;
+	/* Idle: has the stream ended?  The flags are read before the final
+	 * drain, so bytes sent before the close/death are never lost. */
+	if (atomic_load_explicit(&sc->rx_ctrl->writer_closed,
+				 memory_order_acquire)) {
+		n = shm_rx_drain(sc, &c, total);
+		return n ? n : -ESHUTDOWN;
+	}
+	if (shm_idle_peer_dead(sc)) {
+		n = shm_rx_drain(sc, &c, total);
+		return n ? n : shm_fail_dead(sc, "(nothing left to read)");
+	}
+	return 0;
+}
+
+/* ---- send -------------------------------------------------------------- */
+
+/* Free ring bytes, refreshing the cached tail when that says < need. */
+static uint64_t shm_tx_space(struct shm_conn *sc, uint64_t need)
+{
+	uint64_t space = sc->tx_size - (sc->tx_head - sc->tx_tail);
+
+	if (space >= need)
+		return space;
+	sc->tx_tail = atomic_load_explicit(&sc->tx_ctrl->tail,
+					   memory_order_acquire);
+	sc->conn->stats.credit_updates_received++;
+	return sc->tx_size - (sc->tx_head - sc->tx_tail);
+}
+
+static inline void shm_tx_post(struct shm_conn *sc, uint8_t *p, unsigned type,
+			       uint32_t len)
+{
+	atomic_store_explicit((_Atomic uint64_t *)(void *)p,
+			      shm_hdr_make(sc->tx_seq++, type, len),
+			      memory_order_release);
+}
+
+/* Nothing could be sent: report the reader's close or death. */
+static ssize_t shm_tx_stalled(struct shm_conn *sc)
+{
+	sc->conn->stats.ring_full_stalls++;
+	if (shm_idle_peer_dead(sc))
+		return shm_fail_dead(sc, "(its ring is full)");
+	return 0;
+}
+
+static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
+			   int iovcnt, size_t total)
+{
+	struct rdmach_iovc c;
+	size_t done = 0;
+
+	rdmach_iovc_init(&c, iov, iovcnt);
+	while (done < total) {
+		uint64_t want = total - done < sc->tl->chunk ?
+				total - done : sc->tl->chunk;
+		uint64_t need = shm_pkt_span(want);
+		uint64_t pos = sc->tx_head & sc->tx_mask;
+		uint64_t contig = sc->tx_size - pos;
+		uint64_t room = shm_tx_space(sc, need < contig ? need : contig);
+		uint8_t *p = sc->tx_ring + pos;
+
+		if (room > contig)
+			room = contig;
+		if (room < need) {
+			/* Cut the packet at the ring end, or when the ring
+			 * is nearly full if a useful amount fits. */
+			if (room < contig &&
+			    room < (need < SHM_MIN_PARTIAL ? need : SHM_MIN_PARTIAL))
+				break;
+			want = room - SHM_HDR;
+		}
+		shm_gather(&c, p + SHM_HDR, want);
+		shm_tx_post(sc, p, SHM_PKT_DATA, (uint32_t)want);
+		sc->tx_head += shm_pkt_span(want);
+		sc->conn->stats.packets_sent++;
+		done += want;
+	}
+	if (done == 0)
+		return shm_tx_stalled(sc);
+	if (done < total)
+		sc->conn->stats.ring_full_stalls++;
+	return (ssize_t)done;
+}
+
+/* Pieces of iov a rendezvous covers (at most RDMACH_RNDV_MAX_SEGS, empty
+ * ones included); fills the segments. */
+static int shm_rndv_cover(const struct iovec *iov, int iovcnt,
+			  struct rdmach_rndv_hdr *r, size_t *bytes)
+{
+	int i, n = iovcnt < RDMACH_RNDV_MAX_SEGS ? iovcnt : RDMACH_RNDV_MAX_SEGS;
+	size_t sum = 0;
+
+	r->nsegs = 0;
+	for (i = 0; i < n; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		r->seg[r->nsegs].addr = (uint64_t)(uintptr_t)iov[i].iov_base;
+		r->seg[r->nsegs].len = iov[i].iov_len;
+		r->seg[r->nsegs].key = 0;
+		r->nsegs++;
+		sum += iov[i].iov_len;
+	}
+	*bytes = sum;
+	return n;
+}
+
+/* Post a rendezvous control packet.  Returns 0 (posted, or no room yet:
+ * retry), -EAGAIN if the covered part is too small to be worth it. */
+static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
+				 int iovcnt)
+{
+	struct {
+		struct rdmach_rndv_hdr h;
+		struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
+	} ctl;
+	uint64_t pos, contig, need, len;
+	size_t bytes;
+	int cnt;
+
+	cnt = shm_rndv_cover(iov, iovcnt, &ctl.h, &bytes);
+	if (bytes < sc->tl->cma_threshold)
+		return -EAGAIN;
+	len = rdmach_rndv_size(ctl.h.nsegs);
+	need = shm_pkt_span(len);
+	pos = sc->tx_head & sc->tx_mask;
+	contig = sc->tx_size - pos;
+	if (contig < need) {
+		if (shm_tx_space(sc, contig + need) < contig + need)
+			return shm_tx_stalled(sc);
+		shm_tx_post(sc, sc->tx_ring + pos, SHM_PKT_SKIP, 0);
+		sc->tx_head += contig;
+		pos = 0;
+	} else if (shm_tx_space(sc, need) < need) {
+		return shm_tx_stalled(sc);
+	}
+	ctl.h.id = sc->next_rndv_id++;
+	ctl.h.total = bytes;
+	ctl.h.flags = 0;
+	memcpy(sc->tx_ring + pos + SHM_HDR, &ctl, len);
+	shm_tx_post(sc, sc->tx_ring + pos, SHM_PKT_RNDV, (uint32_t)len);
+	sc->tx_head += need;
+	sc->conn->stats.packets_sent++;
+
+	sc->rndv.active = 1;
+	sc->rndv.id = ctl.h.id;
+	sc->rndv.bytes = bytes;
+	sc->rndv.iovcnt = cnt;
+	memcpy(sc->rndv.iov, iov, (size_t)cnt * sizeof(*iov));
+	return 0;
+}
+
+static int shm_rndv_acked(const struct shm_conn *sc)
+{
+	return atomic_load_explicit(&sc->tx_ctrl->acked_id,
+				    memory_order_acquire) >= sc->rndv.id;
+}
+
+/* Retry of a put with a rendezvous outstanding. */
+static ssize_t shm_tx_rndv_poll(struct shm_conn *sc, const struct iovec *iov,
+				int iovcnt)
+{
+	if (iovcnt < sc->rndv.iovcnt ||
+	    memcmp(iov, sc->rndv.iov, (size_t)sc->rndv.iovcnt * sizeof(*iov))) {
+		rdmach_err("shm: put to rank %d retried with a different "
+			   "iovec while a zero-copy put of %zu bytes is pending",
+			   sc->conn->peer, sc->rndv.bytes);
+		return -EINVAL;
+	}
+	if (!shm_rndv_acked(sc)) {
+		if (shm_idle_peer_dead(sc))
+			return shm_fail_dead(sc, "before reading a zero-copy put");
+		return 0;
+	}
+	sc->rndv.active = 0;
+	sc->conn->stats.zcopy_msgs++;
+	sc->conn->stats.zcopy_bytes += sc->rndv.bytes;
+	return (ssize_t)sc->rndv.bytes;
+}
+
+static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
+		       int iovcnt, size_t total)
+{
+	struct shm_conn *sc = conn->priv;
+	ssize_t n;
+
+	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
+				 memory_order_acquire)) {
+		if (sc->rndv.active && shm_rndv_acked(sc))
+			return shm_tx_rndv_poll(sc, iov, iovcnt);
+		return -EPIPE;
+	}
+	if (sc->rndv.active)
+		return shm_tx_rndv_poll(sc, iov, iovcnt);
+	if (total >= sc->tl->cma_threshold && sc->tl->cma &&
+	    atomic_load_explicit(&sc->tx_ctrl->cma_ok, memory_order_relaxed)) {
+		n = shm_tx_rndv_start(sc, iov, iovcnt);
+		if (n != -EAGAIN)
+			return n;
+	}
+	return shm_tx_copy(sc, iov, iovcnt, total);
+}
+
+/* ---- wire-up ----------------------------------------------------------- */
+
+static int shm_read_knobs(struct shm_tl *tl)
+{
+	uint64_t v[K_END];
+	int i, err;
+
+	for (i = 0; i < K_END; i++) {
+		err = rdmach_knob_u64(&shm_knobs[i], &v[i]);
+		if (err)
+			return err;
+	}
+	if (v[K_RING_SIZE] & (v[K_RING_SIZE] - 1)) {
+		rdmach_err("shm: RDMACH_SHM_RING_SIZE=%" PRIu64 " is not a "
+			   "power of two", v[K_RING_SIZE]);
+		return -EINVAL;
+	}
+	tl->ring_size = v[K_RING_SIZE];
+	tl->chunk = v[K_CHUNK];
+	if (tl->chunk > tl->ring_size / 2)
+		tl->chunk = tl->ring_size / 2;
+	tl->chunk -= SHM_HDR;	/* a full chunk is whole lines */
+	tl->cma = (int)v[K_CMA];
+	tl->cma_threshold = v[K_CMA_THRESHOLD];
+	tl->liveness_ns = v[K_LIVENESS_MS] * 1000000u;
+	return 0;
+}
+
+static int shm_open_tl(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
+{
+	struct shm_tl *tl;
+	int err;
+
+	tl = calloc(1, sizeof(*tl));
+	if (!tl)
+		return -ENOMEM;
+	tl->base.ops = &rdmach_shm_ops;
+	tl->base.ctx = ctx;
+	tl->seg.fd = -1;
+	err = shm_read_knobs(tl);
+	if (err)
+		goto err_free;
+	if (ctx->peer_timeout_ns && tl->liveness_ns > ctx->peer_timeout_ns / 2)
+		tl->liveness_ns = ctx->peer_timeout_ns / 2;
+	/* Let peers read our memory with process_vm_readv under Yama's
+	 * ptrace_scope=1 (harmless when Yama is absent). */
+	if (tl->cma)
+		prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	tl->cma_magic = rdmach_now_ns() ^ ((uint64_t)getpid() << 32) ^
+			0x9e3779b97f4a7c15ull;
+	*tlp = &tl->base;
+	return 0;
+
+err_free:
+	free(tl);
+	return err;
+}
+
+static void shm_key(char *key, size_t len, int rank)
+{
+	snprintf(key, len, "shm-%d", rank);
+}
+
+static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
+{
+	struct shm_tl *tl = shm_tl_of(base);
+	char key[32], val[192], seg[128];
+	int err;
+
+	if (npeers == 0)
+		return 0;
+	err = shm_seg_create(&tl->seg, base->ctx->rank, peers, npeers,
+			     tl->ring_size);
+	if (err)
+		return err;
+	err = shm_seg_describe(&tl->seg, seg, sizeof(seg));
+	if (err)
+		return err;
+	snprintf(val, sizeof(val), "%s:%" PRIx64 ":%" PRIx64, seg,
+		 (uint64_t)(uintptr_t)&tl->cma_magic, tl->cma_magic);
+	shm_key(key, sizeof(key), base->ctx->rank);
+	return rdmach_oob_put(base->ctx, key, val);
+}
+
+/* Can this process read the peer's memory?  Read its published magic. */
+static int shm_cma_probe(pid_t pid, uint64_t addr, uint64_t magic)
+{
+	uint64_t got = 0;
+	struct iovec l = { &got, sizeof(got) };
+	struct iovec r = { (void *)(uintptr_t)addr, sizeof(got) };
+
+	if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(got))
+		return errno ? -errno : -EIO;
+	return got == magic ? 0 : -EIO;
+}
+
+static int shm_parse_peer(const char *val, int peer, pid_t *pid,
+			  uint64_t *maddr, uint64_t *magic)
+{
+	const char *p = val;
+	int i, ipid;
+
+	/* pid:fd:size:name:magic_addr:magic */
+	for (i = 0; i < 4 && p; i++)
+		p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL;
+	if (!p || sscanf(val, "%d:", &ipid) != 1 ||
+	    sscanf(p, "%" SCNx64 ":%" SCNx64, maddr, magic) != 2) {
+		rdmach_err("shm: rank %d published a malformed address '%s'",
+			   peer, val);
+		return -EPROTO;
+	}
+	*pid = ipid;
+	return 0;
+}
+
+static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
+				 const struct shm_seg *peer_seg, int tx_slot,
+				 int rx_slot)
+{
+	sc->tx_ring = shm_seg_ring(peer_seg, tx_slot);
+	sc->tx_ctrl = shm_seg_ctrl(peer_seg, tx_slot);
+	sc->tx_size = shm_seg_hdr(peer_seg)->ring_size;
+	sc->tx_mask = sc->tx_size - 1;
+	sc->tx_seq = 1;
+	sc->next_rndv_id = 1;
+	sc->rx_ring = shm_seg_ring(&tl->seg, rx_slot);
+	sc->rx_ctrl = shm_seg_ctrl(&tl->seg, rx_slot);
+	sc->rx_mask = tl->ring_size - 1;
+	sc->rx_seq = 1;
+}
+
+static void shm_cma_setup(struct shm_conn *sc, struct shm_tl *tl,
+			  uint64_t maddr, uint64_t magic)
+{
+	int err;
+
+	if (!tl->cma)
+		return;
+	err = shm_cma_probe(sc->pid, maddr, magic);
+	if (err) {
+		rdmach_info("shm: cannot read the memory of rank %d (pid %d): "
+			    "%s; large messages from it are copied through "
+			    "the ring (check ptrace permissions / Yama "
+			    "ptrace_scope)", sc->conn->peer, (int)sc->pid,
+			    strerror(-err));
+		return;
+	}
+	atomic_store_explicit(&sc->rx_ctrl->cma_ok, 1, memory_order_release);
+}
+
+static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
+{
+	struct rdmach_ctx *ctx = tl->base.ctx;
+	const struct shm_seg *pseg = &tl->seg;
+	char key[32], val[256];
+	uint64_t maddr, magic;
+	int tx_slot, rx_slot, err;
+
+	shm_key(key, sizeof(key), peer);
+	err = rdmach_oob_get(ctx, key, val, sizeof(val));
+	if (err)
+		return err;
+	err = shm_parse_peer(val, peer, &sc->pid, &maddr, &magic);
+	if (err)
+		return err;
+	sc->pidfd = -1;
+	sc->self = peer == ctx->rank;
+	if (!sc->self) {
+		err = shm_seg_attach(&sc->peer_seg, val, peer);
+		if (err)
+			return err;
+		pseg = &sc->peer_seg;
+		sc->pidfd = shm_pidfd_open(sc->pid);
+	}
+	tx_slot = shm_seg_slot(pseg, ctx->rank);
+	rx_slot = shm_seg_slot(&tl->seg, peer);
+	if (tx_slot < 0 || rx_slot < 0) {
+		rdmach_err("shm: rank %d and rank %d disagree on the local "
+			   "peer list", ctx->rank, peer);
+		return -EPROTO;
+	}
+	shm_conn_setup_rings(sc, tl, pseg, tx_slot, rx_slot);
+	shm_cma_setup(sc, tl, maddr, magic);
+	return 0;
+}
+
+static void shm_conn_free(struct shm_conn *sc)
+{
+	if (sc->pidfd >= 0)
+		close(sc->pidfd);
+	shm_seg_detach(&sc->peer_seg);
+	free(sc);
+}
+
+static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
+{
+	struct shm_tl *tl = shm_tl_of(base);
+	struct rdmach_ctx *ctx = base->ctx;
+	int i, err;
+
+	if (npeers == 0)
+		return 0;
+	tl->conns = calloc((size_t)npeers, sizeof(*tl->conns));
+	if (!tl->conns)
+		return -ENOMEM;
+	for (i = 0; i < npeers; i++) {
+		struct shm_conn *sc = calloc(1, sizeof(*sc));
+
+		if (!sc)
+			return -ENOMEM;
+		sc->tl = tl;
+		sc->conn = &ctx->conns[peers[i]];
+		sc->pidfd = -1;
+		sc->peer_seg.fd = -1;
+		tl->conns[tl->npeers++] = sc;
+		err = shm_connect_peer(tl, peers[i], sc);
+		if (err)
+			return err;
+		sc->conn->priv = sc;
+		sc->conn->tl = base;
+	}
+	return 0;
+}
+
+static int shm_ready(struct rdmach_tl *base)
+{
+	shm_seg_ready(&shm_tl_of(base)->seg);
+	return 0;
+}
+
+static int shm_progress(struct rdmach_tl *base)
+{
+	struct shm_tl *tl = shm_tl_of(base);
+	int i, ret = 0;
+
+	for (i = 0; i < tl->npeers; i++) {
+		struct shm_conn *sc = tl->conns[i];
+
+		if (sc->conn->err) {
+			if (!ret)
+				ret = sc->conn->err;
+			continue;
+		}
+		if (sc->rndv.active && !shm_rndv_acked(sc) &&
+		    shm_idle_peer_dead(sc) && !ret)
+			ret = shm_fail_dead(sc, "before reading a zero-copy put");
+	}
+	return ret;
+}
+
+/* Finalize: give pending rendezvous until the deadline to be read. */
+static void shm_close_drain(struct shm_tl *tl, uint64_t deadline_ns)
+{
+	struct timespec ts = { 0, 50000 };
+	int i, pending;
+
+	do {
+		pending = 0;
+		for (i = 0; i < tl->npeers; i++) {
+			struct shm_conn *sc = tl->conns[i];
+
+			if (!sc->rndv.active || shm_rndv_acked(sc) ||
+			    sc->conn->err || shm_peer_dead(sc) ||
+			    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
+						 memory_order_acquire))
+				continue;
+			pending++;
+		}
+		if (pending)
+			nanosleep(&ts, NULL);
+	} while (pending && rdmach_now_ns() < deadline_ns);
+	if (pending)
+		rdmach_warn("shm: finalize: %d zero-copy put(s) not read by "
+			    "their peer before the deadline", pending);
+}
+
+static int shm_close(struct rdmach_tl *base, uint64_t deadline_ns)
+{
+	struct shm_tl *tl = shm_tl_of(base);
+	int i;
+
+	shm_close_drain(tl, deadline_ns);
+	for (i = 0; i < tl->npeers; i++) {
+		struct shm_conn *sc = tl->conns[i];
+
+		if (sc->tx_ctrl)
+			atomic_store_explicit(&sc->tx_ctrl->writer_closed, 1,
+					      memory_order_release);
+		if (sc->rx_ctrl)
+			atomic_store_explicit(&sc->rx_ctrl->reader_closed, 1,
+					      memory_order_release);
+		if (sc->conn->priv == sc)
+			sc->conn->priv = NULL;
+		shm_conn_free(sc);
+	}
+	free(tl->conns);
+	shm_seg_detach(&tl->seg);
+	free(tl);
+	return 0;
+}
+
+const struct rdmach_tl_ops rdmach_shm_ops = {
+	.name = "shm",
+	.open = shm_open_tl,
+	.publish = shm_publish,
+	.connect = shm_connect,
+	.ready = shm_ready,
+	.put = shm_put,
+	.get = shm_get,
+	.progress = shm_progress,
+	.close = shm_close,
+};

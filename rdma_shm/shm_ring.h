@@ -1,0 +1,90 @@
+/*
+ * shm_ring.h - the single-producer/single-consumer byte ring of rdma_shm.
+ *
+ * One ring per direction per pair of processes, living in the RECEIVER's
+ * segment (as an RDMA ring lives in the receiver's registered memory).
+ * The ring is a power-of-two array of 64-byte lines.  A packet starts on a
+ * line boundary with an 8-byte header word followed by its payload, so an
+ * 8-byte message is one cache line; packets never wrap (a SKIP packet pads
+ * to the end of the ring when a control packet does not fit).
+ *
+ * Memory-ordering contract
+ * ------------------------
+ *  - The writer fills the payload with plain stores, then publishes the
+ *    header word with a RELEASE store.  The reader polls the header word
+ *    at its expected position with an ACQUIRE load; a header whose
+ *    sequence number is the next one expected means the whole packet is
+ *    visible.  There is no head index: the header IS the head.
+ *  - Lap guard: headers carry a 32-bit packet sequence number, and the
+ *    reader zeroes the first word of every line of a packet it consumed
+ *    before returning that space, so neither an old header nor old payload
+ *    bytes at a line start can ever be taken for a new arrival.
+ *  - The reader returns space by a RELEASE store of `tail` (bytes consumed,
+ *    monotonic) on its own cache line; the writer reads it (ACQUIRE) only
+ *    when its cached copy says the ring is full.  Zeroing happens before
+ *    that store, so the writer never races with it.
+ *  - Flags written once (reader_closed, cma_ok by the reader; writer_closed
+ *    by the writer) sit on lines of their own and are RELEASE/ACQUIRE.
+ *    writer_closed is stored after the writer's last header, so a reader
+ *    that sees it and then finds no packet knows the stream has ended.
+ *  - acked_id (reader) is the last rendezvous fully read: RELEASE after the
+ *    cross-memory read, ACQUIRE by the writer before it reports the bytes.
+ */
+#ifndef RDMACH_SHM_RING_H
+#define RDMACH_SHM_RING_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SHM_LINE 64u
+#define SHM_HDR 8u		/* header word at the start of a packet */
+
+enum shm_pkt_type {
+	SHM_PKT_DATA = 1,	/* payload = len bytes of the stream */
+	SHM_PKT_SKIP = 2,	/* pad to the end of the ring */
+	SHM_PKT_RNDV = 3,	/* payload = struct rdmach_rndv_hdr */
+};
+
+/* Header word: seq (32) | type (4) | len (28).  type != 0, so a zeroed
+ * word never matches. */
+#define SHM_LEN_BITS 28
+#define SHM_LEN_MAX ((1u << SHM_LEN_BITS) - 1)
+
+static inline uint64_t shm_hdr_make(uint32_t seq, unsigned type, uint32_t len)
+{
+	return (uint64_t)seq << 32 | (uint64_t)type << SHM_LEN_BITS | len;
+}
+
+static inline uint32_t shm_hdr_seq(uint64_t h) { return (uint32_t)(h >> 32); }
+static inline unsigned shm_hdr_type(uint64_t h)
+{
+	return (unsigned)(h >> SHM_LEN_BITS) & 0xf;
+}
+static inline uint32_t shm_hdr_len(uint64_t h) { return (uint32_t)h & SHM_LEN_MAX; }
+
+/* Ring bytes a packet with len payload bytes occupies. */
+static inline uint64_t shm_pkt_span(uint64_t len)
+{
+	return (SHM_HDR + len + SHM_LINE - 1) & ~(uint64_t)(SHM_LINE - 1);
+}
+
+/* Control block of one ring; lines 128 bytes apart so that the adjacent-
+ * line prefetcher does not couple them. */
+struct shm_ring_ctrl {
+	/* written by the reader, often */
+	_Atomic uint64_t tail;		/* ring bytes consumed */
+	_Atomic uint64_t acked_id;	/* last rendezvous fully read */
+	uint8_t pad0[128 - 16];
+	/* written by the reader, once */
+	_Atomic uint32_t reader_closed;
+	_Atomic uint32_t cma_ok;	/* reader can read the writer's memory */
+	int32_t writer_rank;		/* immutable after creation */
+	uint8_t pad1[128 - 12];
+	/* written by the writer, once */
+	_Atomic uint32_t writer_closed;
+	uint8_t pad2[256 - 4];
+};
+
+_Static_assert(sizeof(struct shm_ring_ctrl) == 512, "ring ctrl layout");
+
+#endif /* RDMACH_SHM_RING_H */

@@ -1,0 +1,79 @@
+/*
+ * shm_seg.h - the receive segment of one process: a header, then one ring
+ * control block and one ring per local peer (the writer), self included.
+ *
+ * The segment is a memfd, never named in /dev/shm: peers open it through
+ * /proc/<pid>/fd/<fd> during wire-up and the owner closes the fd once
+ * everybody has mapped it, so the memory disappears with the last mapping,
+ * crash or not.  Only when the memfd cannot be shared that way (e.g. a
+ * non-dumpable process) does the owner use shm_open with a unique name,
+ * unlinked as soon as the peers have mapped it.
+ */
+#ifndef RDMACH_SHM_SEG_H
+#define RDMACH_SHM_SEG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shm_ring.h"
+
+#define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
+#define SHM_SEG_VERSION 1u
+
+struct shm_seg_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nslots;
+	uint64_t ring_size;	/* bytes of each ring, a power of two */
+	uint64_t ctrl_off;	/* struct shm_ring_ctrl[nslots] */
+	uint64_t ring_off;	/* ring i at ring_off + i * ring_size */
+	uint64_t size;		/* whole segment */
+	int32_t owner_rank;
+	int32_t owner_pid;
+	int32_t slot_rank[];	/* writer rank of each slot */
+};
+
+/* A mapping of some process's segment. */
+struct shm_seg {
+	void *base;
+	size_t size;
+	int fd;			/* owner only, until shm_seg_ready() */
+	char name[64];		/* shm_open name, "" for a memfd */
+};
+
+/* Create my segment with one slot per writer rank. */
+int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
+		   int nwriters, uint64_t ring_size);
+/* "pid:fd:size:name" for the oob exchange (name "-" for a memfd). */
+int shm_seg_describe(const struct shm_seg *seg, char *buf, size_t len);
+/* Map a peer's segment from its description; checks magic and size. */
+int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank);
+/* Owner, after every peer attached: drop the fd / unlink the name. */
+void shm_seg_ready(struct shm_seg *seg);
+void shm_seg_detach(struct shm_seg *seg);
+
+static inline struct shm_seg_hdr *shm_seg_hdr(const struct shm_seg *seg)
+{
+	return seg->base;
+}
+
+/* Slot of writer_rank in seg, or -1. */
+int shm_seg_slot(const struct shm_seg *seg, int writer_rank);
+
+static inline struct shm_ring_ctrl *shm_seg_ctrl(const struct shm_seg *seg,
+						 int slot)
+{
+	struct shm_seg_hdr *h = seg->base;
+
+	return (struct shm_ring_ctrl *)((char *)seg->base + h->ctrl_off) + slot;
+}
+
+static inline uint8_t *shm_seg_ring(const struct shm_seg *seg, int slot)
+{
+	struct shm_seg_hdr *h = seg->base;
+
+	return (uint8_t *)seg->base + h->ring_off + (size_t)slot * h->ring_size;
+}
+
+#endif /* RDMACH_SHM_SEG_H */

@@ -1,0 +1,742 @@
+/* tst.c - the case runner: selection, launching (fresh processes per case,
+ * or all cases in place under mpiexec), result gathering, leftovers. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "knob.h"
+#include "rdmach_launch.h"
+#include "tst.h"
+
+#define TST_SHARED_BYTES 4096
+
+struct tst_opts {
+	int list, verbose;
+	char **filters;
+	int nfilters;
+	int shm_private;	/* /dev/shm is our own tmpfs */
+};
+
+/* The case's key namespace over the real oob, so that every case (and
+ * every rdmach context) under one PMI job uses fresh keys. */
+struct tst_oob {
+	rdmach_oob_t base;
+	char prefix[24];
+};
+
+static struct tst_oob tst_oob_state;
+static int tst_report_fd = -1;	/* launcher: the parent's report pipe */
+static void tst_report(int fd, char kind, int rank, const char *why);
+static const char *tst_cur_name = "?";
+static int tst_cur_rank = -1;
+
+/* ---- settings --------------------------------------------------------- */
+
+static double tst_env_double(const char *name, double deflt)
+{
+	const char *s = getenv(name);
+	char *end;
+	double v;
+
+	if (!s || !*s)
+		return deflt;
+	v = strtod(s, &end);
+	if (*end || v <= 0) {
+		fprintf(stderr, "tst: %s=%s is not a positive number, using "
+			"%g\n", name, s, deflt);
+		return deflt;
+	}
+	return v;
+}
+
+double tst_scale(void)
+{
+	return tst_env_double("RDMACH_TEST_SCALE", 1.0);
+}
+
+uint64_t tst_scaled(uint64_t n, uint64_t min)
+{
+	uint64_t v = (uint64_t)((double)n * tst_scale());
+
+	return v < min ? min : v;
+}
+
+uint64_t tst_stall_ns(void)
+{
+	return (uint64_t)(tst_env_double("RDMACH_TEST_STALL", 20) * 1e9);
+}
+
+static unsigned tst_timeout_s(void)
+{
+	return (unsigned)tst_env_double("RDMACH_TEST_TIMEOUT", 120);
+}
+
+uint64_t tst_knob(const char *name)
+{
+	const struct rdmach_knob *k = rdmach_knob_find(name);
+	uint64_t v;
+
+	if (!k || rdmach_knob_u64(k, &v))
+		return 0;
+	return v;
+}
+
+uint64_t tst_ring_size(rdmach_conn_t *conn)
+{
+	const char *tl = rdmach_conn_transport(conn);
+	uint64_t v = 0;
+
+	if (tl && !strcmp(tl, "ib"))
+		v = tst_knob("RDMACH_IB_RING_SIZE");
+	else if (tl && !strcmp(tl, "shm"))
+		v = tst_knob("RDMACH_SHM_RING_SIZE");
+	return v ? v : 65536;
+}
+
+int tst_have_ib_device(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n > 0;
+}
+
+/* ---- reporting -------------------------------------------------------- */
+
+int tst_fail(struct tst *t, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	if (t->why[0])
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(t->why, sizeof(t->why), fmt, ap);
+	va_end(ap);
+	n = strlen(t->why);
+	snprintf(t->why + n, sizeof(t->why) - n, " (rank %d)", t->rank);
+	/* At once: the first failure in time is the one the runner shows,
+	 * not the peer's consequence of it (e.g. -EPIPE). */
+	if (tst_report_fd >= 0)
+		tst_report(tst_report_fd, 'F', t->rank, t->why);
+	if (t->verbose)
+		fprintf(stderr, "[%s r%d] FAIL: %s\n", t->c->name, t->rank,
+			t->why);
+	return -1;
+}
+
+int tst_skip(struct tst *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t->why, sizeof(t->why), fmt, ap);
+	va_end(ap);
+	return TST_SKIP;
+}
+
+void tst_log(struct tst *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!t->verbose)
+		return;
+	fprintf(stderr, "[%s r%d] ", t->c->name, t->rank);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- oob with a per-case prefix --------------------------------------- */
+
+static int tst_oob_key(char *out, size_t len, const char *key)
+{
+	int n = snprintf(out, len, "%s%s", tst_oob_state.prefix, key);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int tst_oob_put(void *arg, const char *key, const char *value)
+{
+	char k[256];
+	int err = tst_oob_key(k, sizeof(k), key);
+
+	(void)arg;
+	return err ? err : tst_oob_state.base.put(tst_oob_state.base.arg, k,
+						  value);
+}
+
+static int tst_oob_get(void *arg, const char *key, char *value, size_t len)
+{
+	char k[256];
+	int err = tst_oob_key(k, sizeof(k), key);
+
+	(void)arg;
+	return err ? err : tst_oob_state.base.get(tst_oob_state.base.arg, k,
+						  value, len);
+}
+
+static int tst_oob_fence(void *arg)
+{
+	(void)arg;
+	return tst_oob_state.base.fence(tst_oob_state.base.arg);
+}
+
+static void tst_oob_setup(struct tst *t, const rdmach_oob_t *base, int gen)
+{
+	tst_oob_state.base = *base;
+	snprintf(tst_oob_state.prefix, sizeof(tst_oob_state.prefix), "t%d.",
+		 gen);
+	t->oob = *base;
+	t->oob.arg = &tst_oob_state;
+	t->oob.put = tst_oob_put;
+	t->oob.get = tst_oob_get;
+	t->oob.fence = tst_oob_fence;
+	t->rank = base->rank;
+	t->size = base->size;
+}
+
+int tst_barrier(struct tst *t)
+{
+	int err = t->oob.fence(t->oob.arg);
+
+	return err ? tst_fail(t, "oob fence: %s", rdmach_strerror(err)) : 0;
+}
+
+int tst_connect(struct tst *t, rdmach_ctx_t **ctxp)
+{
+	rdmach_ctx_t *ctx = NULL;
+	int err;
+
+	err = rdmach_init(&ctx, &t->oob);
+	if (err)
+		return err;
+	err = rdmach_connect(ctx);
+	if (err) {
+		rdmach_finalize(&ctx);
+		return err;
+	}
+	*ctxp = ctx;
+	return 0;
+}
+
+rdmach_conn_t *tst_conn(struct tst *t, int peer)
+{
+	rdmach_conn_t *conn = NULL;
+	int err = rdmach_conn(t->ctx, peer, &conn);
+
+	if (err) {
+		tst_fail(t, "rdmach_conn(%d): %s", peer, rdmach_strerror(err));
+		return NULL;
+	}
+	return conn;
+}
+
+/* ---- running one case in this process --------------------------------- */
+
+/* A mapping of shared memory still alive after finalize is a leak. */
+static int tst_check_maps(struct tst *t)
+{
+	static const char *const pats[] = { "/dev/shm/", "memfd:", "SYSV" };
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	size_t i;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		for (i = 0; i < sizeof(pats) / sizeof(pats[0]); i++) {
+			if (!strstr(line, pats[i]))
+				continue;
+			line[strcspn(line, "\n")] = 0;
+			fclose(f);
+			return tst_fail(t, "still maps shared memory after "
+					"finalize: %s", line);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+/* 0 pass, -1 fail (t->why), TST_SKIP. */
+static int tst_run_case(struct tst *t)
+{
+	const struct tst_case *c = t->c;
+	int ret, err;
+
+	if (!(c->flags & TST_NO_CTX)) {
+		err = tst_connect(t, &t->ctx);
+		if (err)
+			return tst_fail(t, "rdmach_init/connect: %s",
+					rdmach_strerror(err));
+	}
+	/* Ranks beyond np only join the group (init/connect/finalize). */
+	ret = t->rank < t->np || (c->flags & (TST_NO_CTX | TST_ALL_RANKS)) ?
+	      c->fn(t) : 0;
+	if (ret && ret != TST_SKIP && !t->why[0])
+		tst_fail(t, "case returned %d", ret);
+	if (t->ctx) {
+		rdmach_ctx_t *ctx = t->ctx;
+
+		err = rdmach_finalize(&t->ctx);
+		if (err && !ret)
+			ret = tst_fail(t, "rdmach_finalize: %s",
+				       rdmach_strerror(err));
+		if (!err && t->ctx)
+			ret = tst_fail(t, "rdmach_finalize left *ctxp %p",
+				       (void *)ctx);
+	}
+	if (!ret)
+		ret = tst_check_maps(t);
+	return ret;
+}
+
+static uint64_t tst_name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+	return h;
+}
+
+uint64_t tst_stream_seed(struct tst *t, int from, int to)
+{
+	return tst_seed(tst_name_hash(t->c->name), from, to);
+}
+
+/* ---- launcher mode ----------------------------------------------------- */
+
+struct tst_child {
+	const struct tst_case *c;
+	int gen;
+	int report_fd;
+	int verbose;
+	volatile uint64_t *shared;
+};
+
+static void tst_report(int fd, char kind, int rank, const char *why)
+{
+	char line[700];
+	int n = snprintf(line, sizeof(line), "%c %d %s\n", kind, rank, why);
+
+	if (n > (int)sizeof(line) - 1) {
+		n = (int)sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
+	if (write(fd, line, (size_t)n) < 0)
+		perror("tst: report");
+}
+
+static int tst_child_main(int rank, void *arg)
+{
+	struct tst_child *ch = arg;
+	struct tst t;
+	rdmach_pmi_t *pmi = NULL;
+	rdmach_oob_t oob;
+	int err, ret;
+
+	memset(&t, 0, sizeof(t));
+	t.c = ch->c;
+	t.rank = rank;
+	t.verbose = ch->verbose;
+	t.shared = ch->shared;
+	tst_cur_name = ch->c->name;
+	tst_cur_rank = rank;
+	tst_report_fd = ch->report_fd;
+	err = rdmach_pmi_init(&pmi, &oob);
+	if (err) {
+		tst_fail(&t, "rdmach_pmi_init: %s", rdmach_strerror(err));
+		return 1;
+	}
+	tst_oob_setup(&t, &oob, ch->gen);
+	t.np = ch->c->nprocs ? ch->c->nprocs : t.size;
+	ret = tst_run_case(&t);
+	if (ret == TST_SKIP)
+		tst_report(ch->report_fd, 'S', rank, t.why);
+	rdmach_pmi_finalize(pmi);
+	return ret == TST_SKIP ? 0 : ret ? 1 : 0;
+}
+
+static void tst_status_str(int st, char *out, size_t len)
+{
+	if (WIFEXITED(st))
+		snprintf(out, len, "exited with %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(out, len, "was killed by signal %d (%s)",
+			 WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(out, len, "ended with status 0x%x", st);
+}
+
+static int tst_status_matches(int st, int want)
+{
+	if (want < 0)
+		return WIFSIGNALED(st) && WTERMSIG(st) == -want;
+	return WIFEXITED(st) && WEXITSTATUS(st) == want;
+}
+
+/* Private /dev/shm: anything left there after a case is a leak. */
+static int tst_private_shm(void)
+{
+	const char *s = getenv("RDMACH_TEST_NO_NS");
+
+	if ((s && *s && strcmp(s, "0")) || geteuid() != 0)
+		return 0;
+	if (unshare(CLONE_NEWNS) ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) ||
+	    mount("tst-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+		  "mode=1777")) {
+		fprintf(stderr, "tst: no private /dev/shm (%s): shared-memory "
+			"leftovers are not checked\n", strerror(errno));
+		return 0;
+	}
+	return 1;
+}
+
+/* Names left in /dev/shm, removed so the next case starts clean. */
+static void tst_shm_leftovers(char *out, size_t len)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	size_t n = 0;
+
+	out[0] = 0;
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[300];
+
+		if (e->d_name[0] == '.')
+			continue;
+		if (n < len)
+			n += (size_t)snprintf(out + n, len - n, "%s%s",
+					      n ? " " : "", e->d_name);
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
+/* Read "K rank why" lines; first failure wins, then first skip. */
+static void tst_read_reports(int fd, char *fail, char *skip, size_t len)
+{
+	static char buf[16384];
+	size_t got = 0;
+	ssize_t r;
+	char *line, *save = NULL;
+
+	while (got < sizeof(buf) - 1 &&
+	       (r = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)r;
+	buf[got] = 0;
+	for (line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *why = strchr(line, ' ');
+
+		why = why ? strchr(why + 1, ' ') : NULL;
+		why = why ? why + 1 : line;
+		if (line[0] == 'F' && !fail[0])
+			snprintf(fail, len, "%s", why);
+		else if (line[0] == 'S' && !skip[0])
+			snprintf(skip, len, "%s", why);
+	}
+}
+
+/* 0 pass, -1 fail, TST_SKIP; prints the verdict. */
+static int tst_launch_case(const struct tst_case *c, int gen,
+			   const struct tst_opts *o)
+{
+	struct rdmach_launch_opts lo = { 0 };
+	struct rdmach_launch_result res;
+	struct tst_child ch = { c, gen, -1, o->verbose, NULL };
+	char fail[600] = "", skip[600] = "", left[300];
+	int fds[2], ret, i;
+	void *shared;
+
+	if (pipe(fds))
+		return -1;
+	shared = mmap(NULL, TST_SHARED_BYTES, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	ch.report_fd = fds[1];
+	ch.shared = shared;
+	lo.nprocs = c->nprocs ? c->nprocs : 2;
+	lo.timeout_s = tst_timeout_s();
+	lo.keep_going = !!(c->flags & TST_KEEP_GOING);
+	lo.quiet = !o->verbose;
+	memset(&res, 0, sizeof(res));
+	fflush(NULL);
+	ret = rdmach_launch(&lo, tst_child_main, &ch, NULL, &res);
+	close(fds[1]);
+	tst_read_reports(fds[0], fail, skip, sizeof(fail));
+	close(fds[0]);
+	munmap(shared, TST_SHARED_BYTES);
+
+	if (ret < 0 && !fail[0])
+		snprintf(fail, sizeof(fail), "rdmach_launch: %s",
+			 strerror(-ret));
+	if (res.timed_out && !fail[0])
+		snprintf(fail, sizeof(fail), "timed out after %u s "
+			 "(RDMACH_TEST_TIMEOUT)", lo.timeout_s);
+	for (i = 0; ret >= 0 && i < lo.nprocs && i < 8 && !fail[0]; i++) {
+		char st[80];
+
+		if (tst_status_matches(res.status[i], c->expect_status[i]))
+			continue;
+		tst_status_str(res.status[i], st, sizeof(st));
+		snprintf(fail, sizeof(fail), "rank %d %s, expected %s %d", i,
+			 st, c->expect_status[i] < 0 ? "signal" : "exit",
+			 abs(c->expect_status[i]));
+	}
+	if (o->shm_private) {
+		tst_shm_leftovers(left, sizeof(left));
+		if (left[0] && !fail[0])
+			snprintf(fail, sizeof(fail), "left shared memory "
+				 "behind: /dev/shm/%s", left);
+	}
+	if (fail[0]) {
+		printf("FAIL %s: %s\n", c->name, fail);
+		return -1;
+	}
+	if (skip[0]) {
+		printf("skip %s: %s\n", c->name, skip);
+		return TST_SKIP;
+	}
+	printf("ok %s\n", c->name);
+	return 0;
+}
+
+/* ---- mpiexec mode ----------------------------------------------------- */
+
+static void tst_alarm(int sig)
+{
+	char msg[200];
+	int n;
+
+	(void)sig;
+	n = snprintf(msg, sizeof(msg), "FAIL %s: timed out after %u s "
+		     "(rank %d)\n", tst_cur_name, tst_timeout_s(),
+		     tst_cur_rank);
+	if (write(1, msg, (size_t)n) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+/* PMI values carry no spaces or '=': %XX-encode them. */
+static void tst_encode(const char *in, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (; *in && n + 4 < len; in++) {
+		unsigned char ch = (unsigned char)*in;
+
+		if (ch > ' ' && ch < 127 && ch != '%' && ch != '=')
+			out[n++] = (char)ch;
+		else
+			n += (size_t)snprintf(out + n, len - n, "%%%02X", ch);
+	}
+	out[n] = 0;
+}
+
+static void tst_decode(char *s)
+{
+	char *o = s;
+	unsigned v;
+
+	for (; *s; s++) {
+		if (*s == '%' && sscanf(s + 1, "%2X", &v) == 1) {
+			*o++ = (char)v;
+			s += 2;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* Publish this rank's verdict, gather all, print on rank 0. */
+static int tst_gather(const rdmach_oob_t *oob, const struct tst_case *c,
+		      int gen, int ret, const char *why)
+{
+	char key[64], val[1024], enc[1024];
+	size_t vmax = oob->value_max && oob->value_max < sizeof(val) ?
+		      oob->value_max : sizeof(val);
+	int r, fail = 0, skip = 0, err;
+	char first[1024] = "";
+
+	snprintf(val, sizeof(val), "%c%s", ret == TST_SKIP ? 'S' : ret ? 'F' :
+		 'O', why);
+	tst_encode(val, enc, vmax > 8 ? vmax - 1 : 8);
+	snprintf(key, sizeof(key), "tr%d.%d", gen, oob->rank);
+	err = oob->put(oob->arg, key, enc);
+	if (!err)
+		err = oob->fence(oob->arg);
+	if (err) {
+		fprintf(stderr, "tst: PMI result exchange failed: %s\n",
+			strerror(-err));
+		exit(2);
+	}
+	for (r = 0; r < oob->size; r++) {
+		snprintf(key, sizeof(key), "tr%d.%d", gen, r);
+		err = oob->get(oob->arg, key, val, sizeof(val));
+		if (err) {
+			fail = 1;
+			snprintf(first, sizeof(first), "no result from rank %d",
+				 r);
+			continue;
+		}
+		tst_decode(val);
+		if (val[0] == 'F' && !fail) {
+			fail = 1;
+			snprintf(first, sizeof(first), "%s", val + 1);
+		} else if (val[0] == 'S' && !skip && !fail) {
+			skip = 1;
+			snprintf(first, sizeof(first), "%s", val + 1);
+		}
+	}
+	if (oob->rank == 0) {
+		if (fail)
+			printf("FAIL %s: %s\n", c->name, first);
+		else if (skip)
+			printf("skip %s: %s\n", c->name, first);
+		else
+			printf("ok %s\n", c->name);
+		fflush(stdout);
+	}
+	return fail ? -1 : skip ? TST_SKIP : 0;
+}
+
+static int tst_selected(const struct tst_case *c, const struct tst_opts *o)
+{
+	int i;
+
+	if (!o->nfilters)
+		return 1;
+	for (i = 0; i < o->nfilters; i++)
+		if (!fnmatch(o->filters[i], c->name, 0) ||
+		    strstr(c->name, o->filters[i]))
+			return 1;
+	return 0;
+}
+
+static int tst_main_pmi(const struct tst_case *cases, int ncases,
+			const struct tst_opts *o, int *passed, int *failed,
+			int *rankp)
+{
+	rdmach_pmi_t *pmi;
+	rdmach_oob_t oob;
+	int err, i, gen = 0;
+
+	err = rdmach_pmi_init(&pmi, &oob);
+	if (err) {
+		fprintf(stderr, "tst: rdmach_pmi_init: %s\n", strerror(-err));
+		return -1;
+	}
+	*rankp = oob.rank;
+	tst_cur_rank = oob.rank;
+	signal(SIGALRM, tst_alarm);
+	for (i = 0; i < ncases; i++) {
+		const struct tst_case *c = &cases[i];
+		struct tst t;
+		int ret;
+
+		if (!tst_selected(c, o) || (c->flags & TST_LAUNCH_ONLY))
+			continue;
+		if (c->nprocs > oob.size) {
+			if (oob.rank == 0)
+				printf("skip %s: needs %d processes\n",
+				       c->name, c->nprocs);
+			continue;
+		}
+		memset(&t, 0, sizeof(t));
+		t.c = c;
+		t.verbose = o->verbose;
+		tst_oob_setup(&t, &oob, ++gen);
+		t.np = c->nprocs ? c->nprocs : t.size;
+		tst_cur_name = c->name;
+		alarm(tst_timeout_s());
+		ret = tst_run_case(&t);
+		alarm(0);
+		ret = tst_gather(&oob, c, gen, ret, t.why);
+		*passed += ret == 0;
+		*failed += ret == -1;
+	}
+	rdmach_pmi_finalize(pmi);
+	return 0;
+}
+
+int tst_main(int argc, char **argv, const struct tst_case *cases, int ncases)
+{
+	struct tst_opts o = { 0 };
+	int passed = 0, failed = 0, i, rank = 0, gen = 0;
+
+	o.filters = calloc((size_t)argc, sizeof(char *));
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-l")) {
+			o.list = 1;
+		} else if (!strcmp(argv[i], "-v")) {
+			o.verbose = 1;
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "usage: %s [-l] [-v] [name-filter...]\n"
+				"  filters: substrings or globs of case names\n",
+				argv[0]);
+			free(o.filters);
+			return 2;
+		} else {
+			o.filters[o.nfilters++] = argv[i];
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (o.list) {
+		for (i = 0; i < ncases; i++)
+			if (tst_selected(&cases[i], &o))
+				printf("%s\n", cases[i].name);
+		free(o.filters);
+		return 0;
+	}
+	if (rdmach_pmi_available()) {
+		if (tst_main_pmi(cases, ncases, &o, &passed, &failed,
+				 &rank)) {
+			free(o.filters);
+			return 2;
+		}
+	} else {
+		o.shm_private = tst_private_shm();
+		for (i = 0; i < ncases; i++) {
+			int ret;
+
+			if (!tst_selected(&cases[i], &o))
+				continue;
+			ret = tst_launch_case(&cases[i], ++gen, &o);
+			passed += ret == 0;
+			failed += ret == -1;
+		}
+	}
+	free(o.filters);
+	if (rank == 0)
+		printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,433 @@
+/* xfer.c - the transfer engine: put and get streams of the pattern, cut
+ * into calls and iovecs of random shapes, polled together until done. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "tst.h"
+
+#define XFER_GAP_MAX 15
+#define XFER_CANARY 0x5a	/* get: bytes around the iovec pieces */
+#define XFER_JUNK 0xa5		/* put: bytes around the iovec pieces */
+#define XFER_SCRIBBLE 0xee	/* put: accepted bytes, reused at once */
+
+static size_t xfer_max_call(const struct tst_shape *sh)
+{
+	size_t m = sh->max_call;
+	int i;
+
+	for (i = 0; sh->sizes && i < sh->nsizes; i++)
+		if (sh->sizes[i] > m)
+			m = sh->sizes[i];
+	return m;
+}
+
+void tst_stream_init(struct tst_stream *s, rdmach_conn_t *conn, int peer,
+		     int is_put, uint64_t seed, uint64_t total,
+		     const struct tst_shape *shape)
+{
+	struct tst_shape *sh;
+	int zeros;
+
+	memset(s, 0, sizeof(*s));
+	s->conn = conn;
+	s->peer = peer;
+	s->is_put = is_put;
+	s->seed = seed;
+	s->total = total;
+	s->shape = *shape;
+	sh = &s->shape;
+	if (sh->min_pieces < 1)
+		sh->min_pieces = 1;
+	if (sh->max_pieces < sh->min_pieces)
+		sh->max_pieces = sh->min_pieces;
+	if (!sh->max_call && !sh->sizes)
+		sh->max_call = 65536;
+	if (sh->min_call > sh->max_call)
+		sh->min_call = sh->max_call;
+	zeros = sh->zero_pct ? sh->max_pieces : 0;
+	s->iovmax = sh->max_pieces + zeros + 1;
+	s->bufsz = xfer_max_call(sh) + (size_t)s->iovmax * (XFER_GAP_MAX + 1) +
+		   64;
+	s->buf = malloc(s->bufsz);
+	s->iov = calloc((size_t)s->iovmax, sizeof(*s->iov));
+	s->rng = seed ^ 0x5deece66dull;
+	if (!s->buf || !s->iov) {
+		fprintf(stderr, "tst: out of memory for a stream buffer\n");
+		exit(2);
+	}
+}
+
+void tst_stream_free(struct tst_stream *s)
+{
+	free(s->buf);
+	free(s->iov);
+	s->buf = NULL;
+	s->iov = NULL;
+}
+
+static size_t xfer_call_len(struct tst_stream *s)
+{
+	const struct tst_shape *sh = &s->shape;
+	uint64_t left = s->total - s->done;
+	size_t len;
+
+	if (sh->sizes)
+		len = sh->sizes[s->ncall % (uint64_t)sh->nsizes];
+	else
+		len = (size_t)tst_rand_range(&s->rng, sh->min_call,
+					     sh->max_call);
+	s->ncall++;
+	return len < left ? len : (size_t)left;
+}
+
+/* Lay a call of len bytes out as an iovec over s->buf: random cut points,
+ * zero-length entries, random gaps.  Returns the bytes of s->buf used. */
+static size_t xfer_build(struct tst_stream *s, size_t len)
+{
+	const struct tst_shape *sh = &s->shape;
+	int k = (int)tst_rand_range(&s->rng, (uint64_t)sh->min_pieces,
+				    (uint64_t)sh->max_pieces);
+	size_t cut_prev = 0, pos = 0;
+	int i, n = 0;
+
+	if ((size_t)k > len && len > 0)
+		k = (int)len;
+	for (i = 0; i < k; i++) {
+		size_t cut, plen;
+
+		if (i == k - 1)
+			cut = len;
+		else
+			cut = cut_prev + (size_t)tst_rand_range(&s->rng, 0,
+				(len - cut_prev) * 2 / (size_t)(k - i));
+		if (cut > len)
+			cut = len;
+		plen = cut - cut_prev;
+		cut_prev = cut;
+		if (sh->zero_pct && n < s->iovmax - 1 &&
+		    (int)tst_rand_range(&s->rng, 0, 99) < sh->zero_pct) {
+			s->iov[n].iov_len = 0;
+			s->iov[n].iov_base = sh->null_zero &&
+					     (tst_rand(&s->rng) & 1) ?
+					     NULL : s->buf + pos;
+			n++;
+		}
+		if (sh->gaps)
+			pos += (size_t)tst_rand_range(&s->rng, 0, XFER_GAP_MAX);
+		s->iov[n].iov_base = s->buf + pos;
+		s->iov[n].iov_len = plen;
+		pos += plen;
+		n++;
+	}
+	s->iovcnt = n;
+	return pos + (sh->gaps ? XFER_GAP_MAX : 0);
+}
+
+static void xfer_advance(struct tst_stream *s, size_t r)
+{
+	int i = 0;
+
+	while (i < s->iovcnt && r >= s->iov[i].iov_len) {
+		r -= s->iov[i].iov_len;
+		i++;
+	}
+	if (i < s->iovcnt) {
+		s->iov[i].iov_base = (uint8_t *)s->iov[i].iov_base + r;
+		s->iov[i].iov_len -= r;
+	}
+	memmove(s->iov, s->iov + i, (size_t)(s->iovcnt - i) * sizeof(*s->iov));
+	s->iovcnt -= i;
+}
+
+static int xfer_error(struct tst *t, struct tst_stream *s, ssize_t r)
+{
+	return tst_fail(t, "%s rank %d failed at stream offset %llu of %llu "
+			"(call %llu): %s [%s]",
+			s->is_put ? "put to" : "get from", s->peer,
+			(unsigned long long)s->done,
+			(unsigned long long)s->total,
+			(unsigned long long)s->calls, rdmach_strerror((int)r),
+			rdmach_conn_error(s->conn));
+}
+
+/* RDMACH_TEST_CORRUPT: the stream offset whose byte puts flip, to prove
+ * that the checks catch a corrupt byte (UINT64_MAX: off). */
+static uint64_t xfer_corrupt_off(void)
+{
+	static uint64_t off;
+	static int init;
+
+	if (!init) {
+		const char *s = getenv("RDMACH_TEST_CORRUPT");
+
+		off = s && *s ? strtoull(s, NULL, 0) : UINT64_MAX;
+		init = 1;
+	}
+	return off;
+}
+
+static void xfer_corrupt(struct tst_stream *s, uint64_t off)
+{
+	uint64_t bad = xfer_corrupt_off();
+	int i;
+
+	for (i = 0; i < s->iovcnt; i++) {
+		size_t n = s->iov[i].iov_len;
+
+		if (bad >= off && bad < off + n) {
+			((uint8_t *)s->iov[i].iov_base)[bad - off] ^= 0x10;
+			return;
+		}
+		off += n;
+	}
+}
+
+/* One put call.  Returns bytes accepted, or -1 after tst_fail. */
+static ssize_t xfer_put(struct tst *t, struct tst_stream *s)
+{
+	ssize_t r;
+	int i;
+
+	if (!s->pend_len) {
+		size_t len = xfer_call_len(s), used;
+		uint64_t off = s->done;
+
+		used = xfer_build(s, len);
+		memset(s->buf, XFER_JUNK, used);
+		for (i = 0; i < s->iovcnt; i++) {
+			if (!s->iov[i].iov_len)
+				continue;
+			tst_pat_fill(s->iov[i].iov_base, s->iov[i].iov_len,
+				     s->seed, off);
+			off += s->iov[i].iov_len;
+		}
+		xfer_corrupt(s, s->done);
+		s->pend_len = len;
+	}
+	r = rdmach_put(s->conn, s->iov, s->iovcnt);
+	s->calls++;
+	if (r < 0)
+		return xfer_error(t, s, r);
+	if ((size_t)r > s->pend_len)
+		return tst_fail(t, "put to rank %d returned %zd for an iovec "
+				"of %zu bytes", s->peer, r, s->pend_len);
+	if (!r) {
+		s->zero_returns++;
+		return 0;
+	}
+	/* The contract lets the caller reuse accepted bytes at once. */
+	{
+		size_t left = (size_t)r;
+
+		for (i = 0; i < s->iovcnt && left; i++) {
+			size_t n = s->iov[i].iov_len < left ?
+				   s->iov[i].iov_len : left;
+
+			if (n)
+				memset(s->iov[i].iov_base, XFER_SCRIBBLE, n);
+			left -= n;
+		}
+	}
+	xfer_advance(s, (size_t)r);
+	s->pend_len -= (size_t)r;
+	s->done += (uint64_t)r;
+	return r;
+}
+
+static int xfer_check_get(struct tst *t, struct tst_stream *s, size_t r,
+			  size_t used)
+{
+	uint8_t *p = s->buf, *end = s->buf + used;
+	uint64_t off = s->done;
+	size_t left = r;
+	int i;
+
+	for (i = 0; i < s->iovcnt; i++) {
+		uint8_t *base = s->iov[i].iov_base;
+		size_t n = s->iov[i].iov_len < left ? s->iov[i].iov_len : left;
+		size_t bad;
+
+		if (!s->iov[i].iov_len)
+			continue;
+		for (; p < base; p++)
+			if (*p != XFER_CANARY)
+				goto err_canary;
+		bad = tst_pat_check(base, n, s->seed, off);
+		if (bad < n)
+			return tst_fail(t, "data from rank %d wrong at stream "
+				"offset %llu (get call %llu, iov[%d]+%zu): "
+				"expected 0x%02x got 0x%02x", s->peer,
+				(unsigned long long)(off + bad),
+				(unsigned long long)s->calls, i, bad,
+				tst_pat_byte(s->seed, off + bad), base[bad]);
+		off += n;
+		left -= n;
+		p = base + s->iov[i].iov_len;
+	}
+	for (; p < end; p++)
+		if (*p != XFER_CANARY)
+			goto err_canary;
+	return 0;
+err_canary:
+	return tst_fail(t, "get from rank %d (call %llu, %zu bytes) wrote "
+			"0x%02x outside its iovec, %td bytes into the buffer",
+			s->peer, (unsigned long long)s->calls, r, *p,
+			p - s->buf);
+}
+
+static ssize_t xfer_get(struct tst *t, struct tst_stream *s)
+{
+	size_t len = xfer_call_len(s), used;
+	ssize_t r;
+
+	used = xfer_build(s, len);
+	memset(s->buf, XFER_CANARY, used);
+	r = rdmach_get(s->conn, s->iov, s->iovcnt);
+	s->calls++;
+	if (r < 0)
+		return xfer_error(t, s, r);
+	if ((size_t)r > len)
+		return tst_fail(t, "get from rank %d returned %zd for an iovec "
+				"of %zu bytes", s->peer, r, len);
+	if (!r) {
+		s->zero_returns++;
+		return 0;
+	}
+	if (xfer_check_get(t, s, (size_t)r, used))
+		return -1;
+	s->done += (uint64_t)r;
+	return r;
+}
+
+/* After the last byte: the next gets give 0 until -ESHUTDOWN. */
+static ssize_t xfer_wait_shutdown(struct tst *t, struct tst_stream *s)
+{
+	uint8_t byte = XFER_CANARY;
+	struct iovec iov = { &byte, 1 };
+	ssize_t r = rdmach_get(s->conn, &iov, 1);
+
+	if (r == -ESHUTDOWN) {
+		s->finished = 1;
+		return 1;
+	}
+	if (r < 0)
+		return tst_fail(t, "get from rank %d after the stream end: "
+				"%s, expected -ESHUTDOWN [%s]", s->peer,
+				rdmach_strerror((int)r),
+				rdmach_conn_error(s->conn));
+	if (r > 0)
+		return tst_fail(t, "get from rank %d delivered a byte 0x%02x "
+				"beyond the %llu bytes sent", s->peer, byte,
+				(unsigned long long)s->total);
+	return 0;
+}
+
+static ssize_t xfer_step(struct tst *t, struct tst_stream *s)
+{
+	ssize_t r;
+
+	if (s->done == s->total) {
+		if (s->is_put || !s->expect_shutdown) {
+			s->finished = 1;
+			return 0;
+		}
+		return xfer_wait_shutdown(t, s);
+	}
+	r = s->is_put ? xfer_put(t, s) : xfer_get(t, s);
+	if (s->shape.sleep_us && r >= 0)
+		usleep((useconds_t)s->shape.sleep_us);
+	return r;
+}
+
+static int xfer_stalled(struct tst *t, struct tst_stream *s, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (s[i].finished)
+			continue;
+		return tst_fail(t, "no progress for %llu s: %s rank %d stuck at "
+				"stream offset %llu of %llu after %llu calls "
+				"(%llu returned 0)%s",
+				(unsigned long long)(tst_stall_ns() / 1000000000u),
+				s[i].is_put ? "put to" : "get from",
+				s[i].peer, (unsigned long long)s[i].done,
+				(unsigned long long)s[i].total,
+				(unsigned long long)s[i].calls,
+				(unsigned long long)s[i].zero_returns,
+				s[i].done == s[i].total ?
+				" waiting for -ESHUTDOWN" : "");
+	}
+	return tst_fail(t, "stalled");
+}
+
+int tst_run(struct tst *t, struct tst_stream *s, int n)
+{
+	uint64_t last = rdmach_now_ns(), stall = tst_stall_ns();
+	int i, left;
+
+	for (;;) {
+		int moved = 0;
+
+		left = 0;
+		for (i = 0; i < n; i++) {
+			ssize_t r;
+
+			if (s[i].finished)
+				continue;
+			r = xfer_step(t, &s[i]);
+			if (r < 0)
+				return -1;
+			moved |= r > 0;
+			left += !s[i].finished;
+		}
+		if (!left)
+			return 0;
+		if (moved) {
+			last = rdmach_now_ns();
+			continue;
+		}
+		if (t->ctx) {
+			int err = rdmach_progress(t->ctx);
+
+			if (err && err != -ESHUTDOWN && err != -EPIPE)
+				return tst_fail(t, "rdmach_progress: %s",
+						rdmach_strerror(err));
+		}
+		if (rdmach_now_ns() - last > stall)
+			return xfer_stalled(t, s, n);
+		sched_yield();
+	}
+}
+
+static int xfer_one(struct tst *t, rdmach_conn_t *conn, int peer,
+		    int is_put, uint64_t seed, uint64_t len)
+{
+	struct tst_shape sh = { .min_call = 1, .max_call = 1 << 20,
+				.min_pieces = 1, .max_pieces = 1 };
+	struct tst_stream s;
+	int ret;
+
+	sh.min_call = sh.max_call = len < (1u << 20) ? len : (1u << 20);
+	tst_stream_init(&s, conn, peer, is_put, seed, len, &sh);
+	ret = tst_run(t, &s, 1);
+	tst_stream_free(&s);
+	return ret;
+}
+
+int tst_put_all(struct tst *t, rdmach_conn_t *conn, int peer, uint64_t seed,
+		uint64_t len)
+{
+	return xfer_one(t, conn, peer, 1, seed, len);
+}
+
+int tst_get_all(struct tst *t, rdmach_conn_t *conn, int peer, uint64_t seed,
+		uint64_t len)
+{
+	return xfer_one(t, conn, peer, 0, seed, len);
+}

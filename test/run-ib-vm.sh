@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# run-ib-vm.sh - the rdma_ib test suite: the conformance and fault suites
+# with RDMACH_TRANSPORT=ib plus the test_ib_* tests, in ONE boot of the
+# Soft-RoCE VM (test/vm/vm-run.sh), or natively when this host has an RDMA
+# device (/sys/class/infiniband).  Prints each suite's result and ends with
+# "N passed, M failed"; exit status 0 only if nothing failed.
+#
+# usage: test/run-ib-vm.sh [build-dir]     (default: build; built if needed)
+# env:   RDMACH_TEST_SCALE (default here 0.1: keeps one VM run to minutes)
+#        RDMACH_IB_VM_NATIVE=1 forces the native path
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
+BUILD=${1:-build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+
+inner() {
+	cd "$ROOT" || exit 2
+	export RDMACH_TEST_SCALE=${RDMACH_TEST_SCALE:-0.1}
+	local pass=0 fail=0 out p f name
+	# name | environment | command
+	while IFS='|' read -r name envs cmd; do
+		[ -n "$name" ] || continue
+		if [ ! -x "$BUILD/test/${cmd%% *}" ]; then
+			echo "== $name: $BUILD/test/${cmd%% *} missing"; fail=$((fail + 1)); continue
+		fi
+		echo "== $name"
+		out=$(env $envs timeout 300 "$BUILD/test/"$cmd 2>&1)
+		echo "$out" | grep -Ev '^ok ' | grep -v '^$' | tail -n 40
+		p=$(echo "$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' | tail -n1)
+		f=$(echo "$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' | tail -n1)
+		if [ -z "$p" ]; then
+			echo "   $name ended without a summary"; p=0; f=1
+		fi
+		pass=$((pass + p)); fail=$((fail + f))
+	done <<-EOF
+	ring unit tests||test_ib_ring
+	conformance (ib)|RDMACH_TRANSPORT=ib|test_conformance
+	faults (ib)|RDMACH_TRANSPORT=ib|test_faults
+	ib modes|RDMACH_TRANSPORT=ib|test_ib_modes
+	EOF
+	echo "$pass passed, $fail failed"
+	[ "$fail" = 0 ]
+}
+
+if [ "${1:-}" = --inner ]; then
+	BUILD=$2
+	inner
+	exit
+fi
+if [ ! -x "$BUILD/test/test_conformance" ] || [ ! -x "$BUILD/test/test_ib_modes" ]; then
+	make -C "$ROOT" -j2 O="$BUILD" >/dev/null || { echo "build failed"; exit 2; }
+fi
+if [ "${RDMACH_IB_VM_NATIVE:-0}" = 1 ] ||
+   [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+	echo "RDMA device found: running natively"
+	inner
+	exit
+fi
+RDMACH_VM_PASSENV="RDMACH_TEST_SCALE RDMACH_VERBOSE" \
+	"$ROOT/test/vm/vm-run.sh" "$ROOT" \
+	"test/run-ib-vm.sh --inner $(printf %q "$BUILD")"

@@ -1,0 +1,181 @@
+#!/bin/bash
+# run-tests.sh - what `make check` runs (after `make` built everything).
+#
+#   1. every $O/test/test_* natively (shared memory on this host)
+#   2. the conformance suite again with tiny rings/thresholds, and without
+#      cross-memory attach, so wraparound and protocol switches happen a lot
+#   3. a negative control: a corrupted byte must make the suite fail
+#   4. the conformance suite under Hydra: mpiexec -n 4 (the PMI-1 path)
+#   5. `make BUILD=asan` and every test again from the ASan+UBSan build
+#   6. valgrind --leak-check=full on the conformance suite, volume reduced
+#   7. test/run-ib-vm.sh (verbs tests in the Soft-RoCE VM), if present
+#
+# Each binary ends with "N passed, M failed"; this script adds them up and
+# ends with one total line of the same form; exit status 0 only if nothing
+# failed.  Environment:
+#   O=dir                 build directory (default build)
+#   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
+#   SKIP="asan valgrind mpiexec vm small negative"  steps to leave out
+#   TEST_TIMEOUT          seconds per binary (default 900)
+set -u
+cd "$(dirname "$0")/.." || exit 2
+
+O=${O:-build}
+ASAN_O=build-asan
+[ "$O" != build ] && ASAN_O=$O-asan
+SKIP=${SKIP:-}
+TEST_TIMEOUT=${TEST_TIMEOUT:-900}
+LOGS=$O/test-logs
+mkdir -p "$LOGS"
+
+total_pass=0
+total_fail=0
+summary=()
+
+skipped() { case " $SKIP " in *" $1 "*) return 0 ;; esac; return 1; }
+
+note() { printf '\n=== %s\n' "$*"; }
+
+# record LABEL PASS FAIL
+record() {
+	total_pass=$((total_pass + $2))
+	total_fail=$((total_fail + $3))
+	summary+=("$(printf '%-46s %4d passed, %d failed' "$1" "$2" "$3")")
+}
+
+# run LABEL [VAR=value...] -- command...: run it, show and log its output,
+# count its closing "N passed, M failed" (or 1 pass/fail by exit status).
+run() {
+	local label=$1; shift
+	local envs=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	local log="$LOGS/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_').log"
+	note "$label: ${envs[*]:-} $*"
+	env ${envs[@]+"${envs[@]}"} timeout -k 10 "$TEST_TIMEOUT" "$@" 2>&1 | tee "$log"
+	local st=${PIPESTATUS[0]}
+	local line p f
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+	if [ -n "$line" ]; then
+		p=${line%% passed*}
+		f=${line#*passed, }; f=${f%% failed}
+		if [ "$st" != 0 ] && [ "$f" = 0 ]; then
+			echo "run-tests: $label exited with status $st"
+			f=1
+		fi
+	elif [ "$st" = 0 ]; then
+		p=1; f=0
+	else
+		[ "$st" = 124 ] && echo "run-tests: $label timed out after ${TEST_TIMEOUT} s"
+		echo "run-tests: $label exited with status $st and no summary line"
+		p=0; f=1
+	fi
+	record "$label" "$p" "$f"
+}
+
+# A run that must fail: passes when the binary reports the expected FAIL.
+run_negative() {
+	local label=$1 want=$2; shift 2
+	local log="$LOGS/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_').log"
+	note "$label (must fail): $*"
+	timeout -k 10 "$TEST_TIMEOUT" "$@" >"$log" 2>&1
+	local st=$?
+	grep -E '^(ok|FAIL|skip) ' "$log"
+	if [ "$st" != 0 ] && grep -q "$want" "$log"; then
+		echo "run-tests: $label failed as it must"
+		record "$label" 1 0
+	else
+		echo "run-tests: $label did NOT catch the corruption (status $st)"
+		record "$label" 0 1
+	fi
+}
+
+tests=()
+for t in "$O"/test/test_*; do
+	[ -f "$t" ] && [ -x "$t" ] && tests+=("$t")
+done
+if [ ${#tests[@]} = 0 ]; then
+	echo "run-tests: no test binaries in $O/test: run make first" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+# 1. native
+for t in "${tests[@]}"; do
+	run "native $(basename "$t")" -- "$t"
+done
+
+conf=$O/test/test_conformance
+
+# 2. small rings and thresholds
+if [ -x "$conf" ] && ! skipped small; then
+	run "conformance tiny shm rings" RDMACH_SHM_RING_SIZE=4K \
+		RDMACH_SHM_CHUNK=256 RDMACH_SHM_CMA_THRESHOLD=1K \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
+	run "conformance shm without CMA" RDMACH_SHM_CMA=0 \
+		RDMACH_SHM_RING_SIZE=16K RDMACH_SHM_CHUNK=1K \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
+fi
+
+# 3. negative control: the checks do catch a corrupt byte
+if [ -x "$conf" ] && ! skipped negative; then
+	run_negative "negative control (corrupt byte)" \
+		"FAIL fifo_wrap_fixed: data from rank 0 wrong at stream offset 100003" \
+		env RDMACH_TEST_CORRUPT=100003 RDMACH_TEST_SCALE=0.1 \
+		"$conf" fifo_wrap_fixed
+fi
+
+# 4. under Hydra
+if [ -x "$conf" ] && ! skipped mpiexec; then
+	if command -v mpiexec >/dev/null 2>&1; then
+		run "mpiexec -n 4 test_conformance" \
+			RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+			-- mpiexec -n 4 "$conf"
+		[ -x "$O/test/test_api" ] &&
+			run "mpiexec -n 2 test_api" -- mpiexec -n 2 "$O/test/test_api"
+	else
+		echo "run-tests: no mpiexec (apt-get install mpich): step skipped"
+	fi
+fi
+
+# 5. ASan + UBSan
+if ! skipped asan; then
+	note "make BUILD=asan O=$ASAN_O"
+	if make BUILD=asan O="$ASAN_O" -j2 >"$LOGS/asan-build.log" 2>&1; then
+		for t in "$ASAN_O"/test/test_*; do
+			[ -x "$t" ] || continue
+			run "asan $(basename "$t")" \
+				ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=1 \
+				UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+				RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.25}")" \
+				-- "$t"
+		done
+	else
+		tail -n 30 "$LOGS/asan-build.log"
+		record "asan build" 0 1
+	fi
+fi
+
+# 6. valgrind
+if [ -x "$conf" ] && ! skipped valgrind; then
+	if command -v valgrind >/dev/null 2>&1; then
+		run "valgrind test_conformance" RDMACH_TEST_SCALE=0.05 \
+			RDMACH_TEST_TIMEOUT=600 RDMACH_TEST_STALL=120 \
+			-- valgrind -q --error-exitcode=1 --leak-check=full \
+			--errors-for-leak-kinds=definite "$conf"
+	else
+		echo "run-tests: no valgrind: step skipped"
+	fi
+fi
+
+# 7. the verbs transport in the Soft-RoCE VM
+if [ -x test/run-ib-vm.sh ] && ! skipped vm; then
+	run "Soft-RoCE VM (test/run-ib-vm.sh)" -- test/run-ib-vm.sh "$O"
+fi
+
+note "summary (logs in $LOGS)"
+for s in "${summary[@]}"; do echo "$s"; done
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" = 0 ]

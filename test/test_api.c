@@ -1,0 +1,424 @@
+/*
+ * test_api.c - bad input gets a clear error, never a crash: bad iovecs,
+ * bad ranks, NULL handles, handles used after finalize, bad knob values,
+ * an unavailable transport, the zero-copy "same iovec" rule, strerror.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "lib/tst.h"
+
+#define API_SENTINEL ((void *)0x5e57)
+
+/* Expect exactly want from an expression returning an int/ssize_t. */
+#define API_EXPECT(t, expr, want)                                       \
+	do {                                                            \
+		long got_ = (long)(expr);                               \
+		if (got_ != (long)(want))                               \
+			return tst_fail((t), "%s returned %ld (%s), "   \
+					"expected %ld (%s)", #expr,     \
+					got_, api_errname(got_),        \
+					(long)(want),                   \
+					api_errname((long)(want)));     \
+	} while (0)
+
+static const char *api_errname(long v)
+{
+	return v < 0 ? rdmach_strerror((int)v) : "ok";
+}
+
+static int api_bad_iov(struct tst *t)
+{
+	rdmach_conn_t *c = tst_conn(t, t->size > 1 ? 1 - t->rank : 0);
+	uint8_t buf[16] = { 0 };
+	struct iovec null_base = { NULL, 5 }, null_zero = { NULL, 0 };
+	struct iovec huge[2] = { { buf, SSIZE_MAX }, { buf, SSIZE_MAX } };
+	struct iovec one = { buf, (size_t)SSIZE_MAX + 1 };
+	struct iovec ok = { buf, sizeof(buf) };
+	rdmach_stats_t st;
+
+	if (!c)
+		return -1;
+	API_EXPECT(t, rdmach_put(c, NULL, 1), -EINVAL);
+	API_EXPECT(t, rdmach_get(c, NULL, 1), -EINVAL);
+	API_EXPECT(t, rdmach_put(c, NULL, 0), 0);
+	API_EXPECT(t, rdmach_get(c, NULL, 0), 0);
+	API_EXPECT(t, rdmach_put(c, &ok, -1), -EINVAL);
+	API_EXPECT(t, rdmach_get(c, &ok, -1), -EINVAL);
+	API_EXPECT(t, rdmach_put(c, &ok, INT_MIN), -EINVAL);
+	API_EXPECT(t, rdmach_put(c, &null_base, 1), -EINVAL);
+	API_EXPECT(t, rdmach_get(c, &null_base, 1), -EINVAL);
+	API_EXPECT(t, rdmach_put(c, &null_zero, 1), 0);
+	API_EXPECT(t, rdmach_get(c, &null_zero, 1), 0);
+	API_EXPECT(t, rdmach_put(c, huge, 2), -EINVAL);
+	API_EXPECT(t, rdmach_get(c, huge, 2), -EINVAL);
+	API_EXPECT(t, rdmach_put(c, &one, 1), -EINVAL);
+	API_EXPECT(t, rdmach_get(c, &one, 1), -EINVAL);
+	API_EXPECT(t, rdmach_put(NULL, &ok, 1), -EINVAL);
+	API_EXPECT(t, rdmach_get(NULL, &ok, 1), -EINVAL);
+	API_EXPECT(t, rdmach_progress(NULL), -EINVAL);
+	/* The refusals moved nothing and broke nothing. */
+	API_EXPECT(t, rdmach_conn_stats(c, &st), 0);
+	TST_CHECK(t, !st.bytes_put && !st.bytes_got, "refused calls counted "
+		  "%llu bytes put, %llu got", (unsigned long long)st.bytes_put,
+		  (unsigned long long)st.bytes_got);
+	TST_CHECK(t, !rdmach_conn_error(c)[0], "connection marked failed "
+		  "after refused calls: %s", rdmach_conn_error(c));
+	if (t->size < 2)
+		return 0;
+	if (t->rank == 0)
+		return tst_put_all(t, c, 1, tst_stream_seed(t, 0, 1), 100000);
+	return tst_get_all(t, c, 0, tst_stream_seed(t, 0, 1), 100000);
+}
+
+static int api_conn_rank(struct tst *t)
+{
+	static const int bad[] = { -1, INT_MIN, 1000, INT_MAX };
+	rdmach_conn_t *c = API_SENTINEL;
+	rdmach_stats_t st;
+	const char *tl;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		API_EXPECT(t, rdmach_conn(t->ctx, bad[i], &c), -EINVAL);
+		TST_CHECK(t, c == API_SENTINEL, "rdmach_conn(%d) failed but "
+			  "set its output", bad[i]);
+	}
+	API_EXPECT(t, rdmach_conn(t->ctx, t->size, &c), -EINVAL);
+	TST_CHECK(t, c == API_SENTINEL, "rdmach_conn(size) set its output");
+	API_EXPECT(t, rdmach_conn(NULL, 0, &c), -EINVAL);
+	API_EXPECT(t, rdmach_conn(t->ctx, 0, NULL), -EINVAL);
+	API_EXPECT(t, rdmach_rank(t->ctx), t->rank);
+	API_EXPECT(t, rdmach_size(t->ctx), t->size);
+	API_EXPECT(t, rdmach_conn(t->ctx, t->size - 1, &c), 0);
+	TST_CHECK(t, c && c != API_SENTINEL, "rdmach_conn gave %p", (void *)c);
+	tl = rdmach_conn_transport(c);
+	TST_CHECK(t, tl && (!strcmp(tl, "shm") || !strcmp(tl, "ib")),
+		  "rdmach_conn_transport gave \"%s\"", tl ? tl : "(null)");
+	TST_CHECK(t, rdmach_conn_error(c) && !rdmach_conn_error(c)[0],
+		  "healthy connection has error \"%s\"",
+		  rdmach_conn_error(c) ? rdmach_conn_error(c) : "(null)");
+	API_EXPECT(t, rdmach_conn_stats(NULL, &st), -EINVAL);
+	API_EXPECT(t, rdmach_conn_stats(c, NULL), -EINVAL);
+	API_EXPECT(t, rdmach_ctx_stats(NULL, &st), -EINVAL);
+	API_EXPECT(t, rdmach_ctx_stats(t->ctx, NULL), -EINVAL);
+	return 0;
+}
+
+/* Handles kept past finalize are refused with -EBADF. */
+static int api_after_finalize(struct tst *t)
+{
+	rdmach_ctx_t *old = t->ctx, *null_ctx = NULL;
+	rdmach_conn_t *c = tst_conn(t, 0), *c2 = API_SENTINEL;
+	uint8_t buf[8] = { 0 };
+	struct iovec iov = { buf, sizeof(buf) };
+	rdmach_stats_t st;
+
+	if (!c)
+		return -1;
+	API_EXPECT(t, rdmach_finalize(&t->ctx), 0);
+	TST_CHECK(t, !t->ctx, "rdmach_finalize did not set *ctxp to NULL");
+	API_EXPECT(t, rdmach_put(c, &iov, 1), -EBADF);
+	API_EXPECT(t, rdmach_get(c, &iov, 1), -EBADF);
+	API_EXPECT(t, rdmach_conn_stats(c, &st), -EBADF);
+	API_EXPECT(t, rdmach_conn(old, 0, &c2), -EBADF);
+	TST_CHECK(t, c2 == API_SENTINEL, "rdmach_conn on a dead context "
+		  "set its output");
+	API_EXPECT(t, rdmach_progress(old), -EBADF);
+	API_EXPECT(t, rdmach_rank(old), -EBADF);
+	API_EXPECT(t, rdmach_ctx_stats(old, &st), -EBADF);
+	API_EXPECT(t, rdmach_finalize(&old), -EBADF);
+	API_EXPECT(t, rdmach_finalize(NULL), -EINVAL);
+	{
+		int err = rdmach_finalize(&null_ctx);
+
+		TST_CHECK(t, err == -EINVAL || err == -EBADF,
+			  "rdmach_finalize(&NULL) returned %d", err);
+	}
+	return 0;
+}
+
+/* Run fn with stderr captured into out (NUL-terminated). */
+static int api_capture(int (*fn)(struct tst *, void *), struct tst *t,
+		       void *arg, char *out, size_t len)
+{
+	FILE *tmp = tmpfile();
+	int saved, ret;
+	size_t n;
+
+	if (!tmp)
+		return tst_fail(t, "tmpfile: %s", strerror(errno));
+	fflush(stderr);
+	saved = dup(2);
+	dup2(fileno(tmp), 2);
+	ret = fn(t, arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, len - 1, tmp);
+	out[n] = 0;
+	fclose(tmp);
+	if (t->verbose)
+		fprintf(stderr, "[%s r%d] captured stderr: %s", t->c->name,
+			t->rank, out);
+	return ret;
+}
+
+struct api_env {
+	const char *name, *value;
+	int want;		/* error of init (or connect) */
+	const char *msg;	/* must appear in the message */
+};
+
+static int api_init_with(struct tst *t, void *arg)
+{
+	const struct api_env *e = arg;
+	rdmach_ctx_t *ctx = API_SENTINEL;
+	int err;
+
+	setenv(e->name, e->value, 1);
+	err = rdmach_init(&ctx, &t->oob);
+	if (!err) {
+		err = rdmach_connect(ctx);
+		rdmach_finalize(&ctx);
+		ctx = API_SENTINEL;
+	}
+	unsetenv(e->name);
+	if (err != e->want)
+		return tst_fail(t, "init/connect with %s=%s returned %d (%s), "
+				"expected %s", e->name, e->value, err,
+				api_errname(err), api_errname(e->want));
+	TST_CHECK(t, ctx == API_SENTINEL, "rdmach_init failed but set *ctxp");
+	return 0;
+}
+
+static int api_env_case(struct tst *t, const struct api_env *e, int n)
+{
+	char msg[4096];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (api_capture(api_init_with, t, (void *)&e[i], msg,
+				sizeof(msg)))
+			return -1;
+		TST_CHECK(t, strstr(msg, e[i].msg), "%s=%s: the error message "
+			  "does not name %s: \"%.200s\"", e[i].name,
+			  e[i].value, e[i].msg, msg);
+	}
+	/* And the group still works without the bad setting. */
+	if (tst_connect(t, &t->ctx))
+		return tst_fail(t, "init/connect after the bad settings failed");
+	return 0;
+}
+
+static int api_bad_knob(struct tst *t)
+{
+	static const struct api_env e[] = {
+		{ "RDMACH_SHM_RING_SIZE", "banana", -EINVAL,
+		  "RDMACH_SHM_RING_SIZE" },
+		{ "RDMACH_SHM_RING_SIZE", "1", -EINVAL, "RDMACH_SHM_RING_SIZE" },
+		{ "RDMACH_SHM_RING_SIZE", "64Q", -EINVAL,
+		  "RDMACH_SHM_RING_SIZE" },
+		{ "RDMACH_PEER_TIMEOUT_MS", "-5", -EINVAL,
+		  "RDMACH_PEER_TIMEOUT_MS" },
+		{ "RDMACH_TRANSPORT", "banana", -EINVAL, "RDMACH_TRANSPORT" },
+	};
+
+	return api_env_case(t, e, (int)(sizeof(e) / sizeof(e[0])));
+}
+
+static int api_no_ib_device(struct tst *t)
+{
+	static const struct api_env e[] = {
+		{ "RDMACH_TRANSPORT", "ib", -ENODEV, "ib" },
+	};
+
+	if (tst_have_ib_device())
+		return tst_skip(t, "an RDMA device exists here");
+	return api_env_case(t, e, 1);
+}
+
+static int api_strerror(struct tst *t)
+{
+	static const int codes[] = { -EINVAL, -EBADF, -ECONNRESET, -EPIPE,
+				     -ESHUTDOWN, -ENODEV };
+	const char *s[6], *x;
+	size_t i, j;
+
+	for (i = 0; i < 6; i++) {
+		s[i] = rdmach_strerror(codes[i]);
+		TST_CHECK(t, s[i] && s[i][0], "rdmach_strerror(%d) is empty",
+			  codes[i]);
+		for (j = 0; j < i; j++)
+			TST_CHECK(t, strcmp(s[i], s[j]), "rdmach_strerror "
+				  "gives \"%s\" for both %d and %d", s[i],
+				  codes[i], codes[j]);
+	}
+	x = rdmach_strerror(0);
+	TST_CHECK(t, x && x[0], "rdmach_strerror(0) is empty");
+	x = rdmach_strerror(-123456);
+	TST_CHECK(t, x && x[0], "rdmach_strerror(-123456) is empty");
+	x = rdmach_strerror(EINVAL);
+	TST_CHECK(t, x != NULL, "rdmach_strerror(EINVAL) is NULL");
+	return 0;
+}
+
+static int api_bad_oob(struct tst *t)
+{
+	rdmach_ctx_t *ctx = API_SENTINEL;
+	rdmach_oob_t o = t->oob;
+
+	API_EXPECT(t, rdmach_init(NULL, &t->oob), -EINVAL);
+	API_EXPECT(t, rdmach_init(&ctx, NULL), -EINVAL);
+	o.rank = o.size;
+	API_EXPECT(t, rdmach_init(&ctx, &o), -EINVAL);
+	o = t->oob;
+	o.rank = -1;
+	API_EXPECT(t, rdmach_init(&ctx, &o), -EINVAL);
+	o = t->oob;
+	o.size = 0;
+	o.rank = 0;
+	API_EXPECT(t, rdmach_init(&ctx, &o), -EINVAL);
+	o = t->oob;
+	o.put = NULL;
+	API_EXPECT(t, rdmach_init(&ctx, &o), -EINVAL);
+	o = t->oob;
+	o.fence = NULL;
+	API_EXPECT(t, rdmach_init(&ctx, &o), -EINVAL);
+	TST_CHECK(t, ctx == API_SENTINEL, "a failed rdmach_init set *ctxp");
+	return 0;
+}
+
+/* Before connect there are no connections; connect twice is refused. */
+static int api_connect_order(struct tst *t)
+{
+	rdmach_ctx_t *ctx = NULL;
+	rdmach_conn_t *c = API_SENTINEL;
+	int err;
+
+	API_EXPECT(t, rdmach_init(&ctx, &t->oob), 0);
+	t->ctx = ctx;
+	err = rdmach_conn(ctx, 0, &c);
+	TST_CHECK(t, err < 0 && c == API_SENTINEL, "rdmach_conn before "
+		  "connect returned %d", err);
+	API_EXPECT(t, rdmach_connect(ctx), 0);
+	err = rdmach_connect(ctx);
+	TST_CHECK(t, err < 0, "a second rdmach_connect returned %d", err);
+	API_EXPECT(t, rdmach_conn(ctx, 0, &c), 0);
+	return 0;
+}
+
+/* After a zero-copy put returned 0, a different iovec is -EINVAL and the
+ * same iovec completes once the peer reads. */
+static int api_zcopy_same_iov(struct tst *t)
+{
+	uint64_t thr = tst_knob("RDMACH_SHM_CMA_THRESHOLD");
+	uint64_t z = tst_knob("RDMACH_ZCOPY_THRESHOLD");
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	uint64_t seed = tst_stream_seed(t, 0, 1), len;
+	struct iovec iov, other;
+	uint8_t *buf;
+	ssize_t r;
+	int ret = 0;
+
+	if (!c)
+		return -1;
+	if (z > thr)
+		thr = z;
+	len = thr * 2 > tst_ring_size(c) * 4 ? thr * 2 : tst_ring_size(c) * 4;
+	if (t->rank == 1) {
+		if (tst_barrier(t))
+			return -1;
+		return tst_get_all(t, c, 0, seed, len);
+	}
+	buf = malloc(len);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, len, seed, 0);
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	r = rdmach_put(c, &iov, 1);
+	if (r == 0) {
+		other = iov;
+		other.iov_len--;
+		r = rdmach_put(c, &other, 1);
+		if (r != -EINVAL)
+			ret = tst_fail(t, "a pending zero-copy put retried with "
+				       "a shorter iovec returned %zd (%s), "
+				       "expected -EINVAL", r, api_errname(r));
+		other = iov;
+		other.iov_base = buf + 1;
+		other.iov_len--;
+		r = rdmach_put(c, &other, 1);
+		if (r != -EINVAL && !ret)
+			ret = tst_fail(t, "a pending zero-copy put retried with "
+				       "another base returned %zd (%s), "
+				       "expected -EINVAL", r, api_errname(r));
+	} else {
+		tst_log(t, "put of %llu bytes accepted %zd at once: no "
+			"zero-copy here", (unsigned long long)len, r);
+		ret = r < 0 ? tst_fail(t, "put: %s", api_errname(r)) :
+		      tst_skip(t, "a put of %llu bytes was not zero-copy",
+			       (unsigned long long)len);
+		iov.iov_base = buf + (r > 0 ? r : 0);
+		iov.iov_len = len - (size_t)(r > 0 ? r : 0);
+	}
+	if (tst_barrier(t)) {
+		free(buf);
+		return -1;
+	}
+	{
+		uint64_t last = rdmach_now_ns();
+
+		while (iov.iov_len && (ret == 0 || ret == TST_SKIP)) {
+			r = rdmach_put(c, &iov, 1);
+			if (r < 0) {
+				ret = tst_fail(t, "retrying the same iovec: %s "
+					       "[%s]", api_errname(r),
+					       rdmach_conn_error(c));
+				break;
+			}
+			if (r > 0) {
+				iov.iov_base = (uint8_t *)iov.iov_base + r;
+				iov.iov_len -= (size_t)r;
+				last = rdmach_now_ns();
+			} else if (rdmach_now_ns() - last > tst_stall_ns()) {
+				ret = tst_fail(t, "the zero-copy put never "
+					       "completed");
+				break;
+			} else {
+				rdmach_progress(t->ctx);
+			}
+		}
+	}
+	free(buf);
+	return ret;
+}
+
+static const struct tst_case api_cases[] = {
+	{ "bad_iov", 2, api_bad_iov, 0, NULL, { 0 } },
+	{ "conn_rank", 2, api_conn_rank, 0, NULL, { 0 } },
+	{ "after_finalize", 2, api_after_finalize, 0, NULL, { 0 } },
+	{ "bad_knob", 2, api_bad_knob, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "no_ib_device", 2, api_no_ib_device, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "strerror", 1, api_strerror, TST_NO_CTX, NULL, { 0 } },
+	{ "bad_oob", 1, api_bad_oob, TST_NO_CTX, NULL, { 0 } },
+	{ "connect_order", 2, api_connect_order, TST_NO_CTX, NULL, { 0 } },
+	{ "zcopy_same_iov", 2, api_zcopy_same_iov, TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+};
+
+int main(int argc, char **argv)
+{
+	return tst_main(argc, argv, api_cases,
+			(int)(sizeof(api_cases) / sizeof(api_cases[0])));
+}

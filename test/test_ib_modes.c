@@ -1,0 +1,162 @@
+/*
+ * test_ib_modes.c - rdma_ib specifics over a real device (Soft-RoCE VM or
+ * native): every RDMACH_IB_MODE moves data byte-exact, the chunk schedule
+ * and ring-end cuts at awkward sizes, delayed versus eager tail updates
+ * (counted), and the pipelined path being taken.  Skips without a device.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/tst.h"
+
+struct ib_case {
+	const char *mode;
+	const char *ring;
+	const char *chunk;
+	int one_way;		/* 0 -> 1 only, for counting credits */
+	size_t min_call, max_call;
+};
+
+static int ibt_connect(struct tst *t, const struct ib_case *ic)
+{
+	if (!tst_have_ib_device())
+		return tst_skip(t, "no RDMA device");
+	setenv("RDMACH_TRANSPORT", "ib", 1);
+	setenv("RDMACH_IB_MODE", ic->mode, 1);
+	setenv("RDMACH_IB_RING_SIZE", ic->ring, 1);
+	setenv("RDMACH_IB_CHUNK_SIZE", ic->chunk, 1);
+	if (tst_connect(t, &t->ctx))
+		return tst_fail(t, "init/connect over ib failed");
+	return 0;
+}
+
+/* Streams both ways (or 0 -> 1), then the receiver's counters. */
+static int ibt_stream(struct tst *t, const struct ib_case *ic, uint64_t bytes,
+		      const size_t *sizes, int nsizes, rdmach_stats_t *st)
+{
+	struct tst_shape sh = { .min_call = ic->min_call,
+				.max_call = ic->max_call, .min_pieces = 1,
+				.max_pieces = 4, .gaps = 1, .sizes = sizes,
+				.nsizes = nsizes };
+	struct tst_stream s[2];
+	int peer = 1 - t->rank, n = 0, ret;
+	rdmach_conn_t *c = tst_conn(t, peer);
+
+	if (!c)
+		return -1;
+	if (!ic->one_way || t->rank == 0)
+		tst_stream_init(&s[n++], c, peer, 1,
+				tst_seed(7, t->rank, peer), bytes, &sh);
+	if (!ic->one_way || t->rank == 1)
+		tst_stream_init(&s[n++], c, peer, 0,
+				tst_seed(7, peer, t->rank), bytes, &sh);
+	ret = tst_run(t, s, n);
+	while (n--)
+		tst_stream_free(&s[n]);
+	if (!ret && rdmach_conn_stats(c, st))
+		ret = tst_fail(t, "rdmach_conn_stats failed");
+	if (!ret && strcmp(rdmach_conn_transport(c), "ib"))
+		ret = tst_fail(t, "connection runs over %s, not ib",
+			       rdmach_conn_transport(c));
+	return ret;
+}
+
+static int ibt_mode(struct tst *t)
+{
+	const struct ib_case *ic = t->c->arg;
+	rdmach_stats_t st;
+	int ret = ibt_connect(t, ic);
+
+	if (ret)
+		return ret;
+	ret = ibt_stream(t, ic, tst_scaled(8u << 20, 1u << 20), NULL, 0, &st);
+	if (ret)
+		return ret;
+	if (!strcmp(ic->mode, "pipeline"))
+		TST_CHECK(t, st.pipelined_msgs > 0, "pipeline mode: no put "
+			  "went through the pipeline");
+	else
+		TST_CHECK(t, st.pipelined_msgs == 0, "%s mode: %llu pipelined "
+			  "puts", ic->mode,
+			  (unsigned long long)st.pipelined_msgs);
+	TST_CHECK(t, st.packets_received > 0 && st.packets_sent > 0,
+		  "no packets counted");
+	return 0;
+}
+
+/* Sizes around the chunk (4K), the alignment (64) and the ring (16K). */
+static int ibt_chunks(struct tst *t)
+{
+	static const size_t sizes[] = { 4095, 4096, 4097, 1, 8191, 8192, 8193,
+					40, 41, 16360, 16384, 16385, 12289,
+					65537, 104, 105, 3 };
+	const struct ib_case *ic = t->c->arg;
+	rdmach_stats_t st;
+	int ret = ibt_connect(t, ic);
+
+	if (ret)
+		return ret;
+	return ibt_stream(t, ic, tst_scaled(4u << 20, 512u << 10), sizes,
+			  (int)(sizeof(sizes) / sizeof(sizes[0])), &st);
+}
+
+/* One way, small puts: delayed mode sends an explicit tail update about
+ * once per half ring, eager (basic) mode after every get that consumed. */
+static int ibt_credits(struct tst *t)
+{
+	const struct ib_case *ic = t->c->arg;
+	int eager = !strcmp(ic->mode, "basic");
+	rdmach_stats_t st;
+	int ret = ibt_connect(t, ic);
+
+	if (ret)
+		return ret;
+	ret = ibt_stream(t, ic, tst_scaled(4u << 20, 1u << 20), NULL, 0, &st);
+	if (ret || t->rank != 1)
+		return ret;
+	tst_log(t, "%s: %llu packets, %llu gets, %llu tail updates", ic->mode,
+		(unsigned long long)st.packets_received,
+		(unsigned long long)st.msgs_got,
+		(unsigned long long)st.credit_updates_sent);
+	TST_CHECK(t, st.credit_updates_sent > 0, "no tail update was sent");
+	if (eager)
+		TST_CHECK(t, st.credit_updates_sent * 2 >= st.msgs_got,
+			  "eager: %llu updates for %llu gets",
+			  (unsigned long long)st.credit_updates_sent,
+			  (unsigned long long)st.msgs_got);
+	else
+		TST_CHECK(t, st.credit_updates_sent * 8 <= st.packets_received,
+			  "delayed: %llu updates for %llu packets",
+			  (unsigned long long)st.credit_updates_sent,
+			  (unsigned long long)st.packets_received);
+	return 0;
+}
+
+static const struct ib_case c_basic = { "basic", "64K", "16K", 0, 1, 200000 };
+static const struct ib_case c_piggy = { "piggyback", "64K", "16K", 0, 1,
+					200000 };
+static const struct ib_case c_pipe = { "pipeline", "64K", "8K", 0, 1, 200000 };
+static const struct ib_case c_chunks = { "pipeline", "16K", "4K", 0, 0, 0 };
+static const struct ib_case c_chunks_p = { "piggyback", "16K", "4K", 0, 0, 0 };
+static const struct ib_case c_cred_d = { "pipeline", "64K", "16K", 1, 64,
+					 1024 };
+static const struct ib_case c_cred_e = { "basic", "64K", "16K", 1, 64, 1024 };
+static const struct ib_case c_tiny = { "pipeline", "4K", "1K", 0, 1, 10000 };
+
+static const struct tst_case cases[] = {
+	{ "ib_mode_basic", 2, ibt_mode, TST_NO_CTX, &c_basic, { 0 } },
+	{ "ib_mode_piggyback", 2, ibt_mode, TST_NO_CTX, &c_piggy, { 0 } },
+	{ "ib_mode_pipeline", 2, ibt_mode, TST_NO_CTX, &c_pipe, { 0 } },
+	{ "ib_tiny_ring", 2, ibt_mode, TST_NO_CTX, &c_tiny, { 0 } },
+	{ "ib_chunk_boundaries", 2, ibt_chunks, TST_NO_CTX, &c_chunks, { 0 } },
+	{ "ib_chunk_boundaries_piggyback", 2, ibt_chunks, TST_NO_CTX,
+	  &c_chunks_p, { 0 } },
+	{ "ib_credits_delayed", 2, ibt_credits, TST_NO_CTX, &c_cred_d, { 0 } },
+	{ "ib_credits_eager", 2, ibt_credits, TST_NO_CTX, &c_cred_e, { 0 } },
+};
+
+int main(int argc, char **argv)
+{
+	return tst_main(argc, argv, cases, (int)(sizeof(cases) / sizeof(cases[0])));
+}

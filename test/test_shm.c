@@ -1,0 +1,427 @@
+/*
+ * test_shm - behaviour specific to the shared-memory transport: the
+ * cross-memory (CMA) rendezvous (partial gets, same-iovec retries, more
+ * pieces than one control packet holds, RDMACH_SHM_CMA=0), a dead peer
+ * (data first, then -ECONNRESET in bounded time, for get, put and a
+ * pending zero-copy put), and that no segment is left behind.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "lib/tst.h"
+
+#define BIG (1u << 20)		/* above the default CMA threshold */
+
+static int shm_only(struct tst *t, rdmach_conn_t *c)
+{
+	const char *tr = rdmach_conn_transport(c);
+
+	if (!tr || strcmp(tr, "shm"))
+		return tst_skip(t, "connection is not shm (%s)", tr ? tr : "?");
+	return 0;
+}
+
+/* Put one buffer to completion; returns the put calls that returned 0. */
+static long put_whole(struct tst *t, rdmach_conn_t *c, const void *buf,
+		      size_t len, int *err)
+{
+	struct iovec iov = { (void *)buf, len };
+	long zeros = 0;
+	uint64_t t0 = rdmach_now_ns();
+
+	*err = 0;
+	while (iov.iov_len) {
+		ssize_t n = rdmach_put(c, &iov, 1);
+
+		if (n < 0) {
+			*err = (int)n;
+			return zeros;
+		}
+		if (n == 0)
+			zeros++;
+		else if ((size_t)n != iov.iov_len && zeros && len >= BIG)
+			tst_log(t, "partial zero-copy completion %zd", n);
+		iov.iov_base = (char *)iov.iov_base + n;
+		iov.iov_len -= (size_t)n;
+		if (rdmach_now_ns() - t0 > tst_stall_ns()) {
+			*err = -ETIMEDOUT;
+			return zeros;
+		}
+	}
+	return zeros;
+}
+
+/* Receive len bytes in gets of `piece` bytes and check the pattern. */
+static int get_pieces(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+		      size_t len, size_t piece)
+{
+	uint8_t *buf = malloc(len);
+	size_t got = 0, bad;
+	uint64_t t0 = rdmach_now_ns();
+
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	while (got < len) {
+		struct iovec iov = { buf + got,
+				     len - got < piece ? len - got : piece };
+		ssize_t n = rdmach_get(c, &iov, 1);
+
+		if (n < 0) {
+			free(buf);
+			return tst_fail(t, "get at offset %zu: %s", got,
+					rdmach_strerror((int)n));
+		}
+		got += (size_t)n;
+		if (rdmach_now_ns() - t0 > tst_stall_ns()) {
+			free(buf);
+			return tst_fail(t, "get stalled at %zu of %zu", got, len);
+		}
+	}
+	bad = tst_pat_check(buf, len, seed, 0);
+	free(buf);
+	TST_CHECK(t, bad == len, "byte %zu of %zu differs", bad, len);
+	return 0;
+}
+
+/* A large put is read in odd-sized partial gets straight out of the
+ * sender's buffer; the put returns 0 until then and counts one zcopy. */
+static int shm_rndv_partial(struct tst *t)
+{
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	uint64_t seed = tst_stream_seed(t, 0, 1);
+	rdmach_stats_t st;
+	int err;
+
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	if (t->rank == 0) {
+		uint8_t *buf = malloc(BIG);
+		long zeros;
+
+		if (!buf)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(buf, BIG, seed, 0);
+		zeros = put_whole(t, c, buf, BIG, &err);
+		free(buf);
+		TST_CHECK(t, !err, "put: %s", rdmach_strerror(err));
+		TST_CHECK(t, zeros > 0, "a zero-copy put returned the count at "
+			  "once (not waiting for the reader)");
+		TST_CHECK(t, !rdmach_conn_stats(c, &st) && st.zcopy_msgs == 1 &&
+			  st.zcopy_bytes == BIG, "zcopy counters %llu msgs "
+			  "%llu bytes, expected 1 / %u",
+			  (unsigned long long)st.zcopy_msgs,
+			  (unsigned long long)st.zcopy_bytes, BIG);
+		return tst_barrier(t);
+	}
+	if (get_pieces(t, c, seed, BIG, 4097))
+		return -1;
+	return tst_barrier(t);
+}
+
+/* A retry with another iovec while a zero-copy put is pending: -EINVAL,
+ * and the pending put still completes with the right one. */
+static int shm_rndv_changed_iov(struct tst *t)
+{
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	uint64_t seed = tst_stream_seed(t, 0, 1);
+
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	if (t->rank == 0) {
+		uint8_t *buf = malloc(BIG), *other = malloc(BIG);
+		struct iovec iov = { buf, BIG }, bad = { other, BIG };
+		ssize_t n;
+		int err;
+
+		if (!buf || !other)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(buf, BIG, seed, 0);
+		n = rdmach_put(c, &iov, 1);
+		TST_CHECK(t, n == 0, "first zero-copy put returned %zd", n);
+		n = rdmach_put(c, &bad, 1);
+		TST_CHECK(t, n == -EINVAL, "retry with another buffer "
+			  "returned %zd, expected -EINVAL", n);
+		bad.iov_base = buf;
+		bad.iov_len = BIG / 2;
+		n = rdmach_put(c, &bad, 1);
+		TST_CHECK(t, n == -EINVAL, "retry with another length "
+			  "returned %zd, expected -EINVAL", n);
+		put_whole(t, c, buf, BIG, &err);
+		free(other);
+		free(buf);
+		TST_CHECK(t, !err, "put: %s", rdmach_strerror(err));
+		return tst_barrier(t);
+	}
+	if (get_pieces(t, c, seed, BIG, BIG))
+		return -1;
+	return tst_barrier(t);
+}
+
+/* 100 pieces of 16 KiB: one control packet covers at most 64, the put
+ * returns their bytes and the caller goes on with the rest. */
+static int shm_rndv_many_pieces(struct tst *t)
+{
+	enum { NP = 100, PL = 16384 };
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	uint64_t seed = tst_stream_seed(t, 0, 1);
+
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	if (t->rank == 0) {
+		uint8_t *buf = malloc((size_t)NP * PL);
+		struct iovec iov[NP];
+		int i, first = 0, calls_done = 0;
+		uint64_t t0 = rdmach_now_ns();
+
+		if (!buf)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(buf, (size_t)NP * PL, seed, 0);
+		for (i = 0; i < NP; i++)
+			iov[i] = (struct iovec){ buf + (size_t)i * PL, PL };
+		while (first < NP) {
+			ssize_t n = rdmach_put(c, iov + first, NP - first);
+
+			if (n < 0) {
+				free(buf);
+				return tst_fail(t, "put: %s",
+						rdmach_strerror((int)n));
+			}
+			if (n > 0) {
+				if (n % PL) {
+					free(buf);
+					return tst_fail(t, "put took %zd bytes "
+							"(not whole pieces)", n);
+				}
+				first += (int)(n / PL);
+				calls_done++;
+			}
+			if (rdmach_now_ns() - t0 > tst_stall_ns()) {
+				free(buf);
+				return tst_fail(t, "put stalled");
+			}
+		}
+		free(buf);
+		TST_CHECK(t, calls_done >= 2, "100 pieces went in %d put(s)",
+			  calls_done);
+		return tst_barrier(t);
+	}
+	if (get_pieces(t, c, seed, (size_t)NP * PL, 300000))
+		return -1;
+	return tst_barrier(t);
+}
+
+/* RDMACH_SHM_CMA=0: large puts are copied through the ring. */
+static int shm_cma_off(struct tst *t)
+{
+	uint64_t seed;
+	rdmach_conn_t *c;
+	rdmach_stats_t st;
+	int err, ret;
+
+	setenv("RDMACH_SHM_CMA", "0", 1);
+	err = tst_connect(t, &t->ctx);
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	c = tst_conn(t, 1 - t->rank);
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 0) {
+		uint8_t *buf = malloc(BIG);
+		long zeros;
+
+		if (!buf)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(buf, BIG, seed, 0);
+		zeros = put_whole(t, c, buf, BIG, &err);
+		free(buf);
+		TST_CHECK(t, !err, "put: %s", rdmach_strerror(err));
+		(void)zeros;
+		TST_CHECK(t, !rdmach_conn_stats(c, &st) && st.zcopy_msgs == 0,
+			  "RDMACH_SHM_CMA=0 but %llu zero-copy puts",
+			  (unsigned long long)st.zcopy_msgs);
+		ret = 0;
+	} else {
+		ret = get_pieces(t, c, seed, BIG, 65536);
+	}
+	return ret ? ret : tst_barrier(t);
+}
+
+/* The sender dies (SIGKILL) after putting; the survivor first gets every
+ * byte that was in the ring, then -ECONNRESET within bounded time. */
+static int shm_peer_death_get(struct tst *t)
+{
+	enum { LEN = 30000 };
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	uint64_t seed = tst_stream_seed(t, 1, 0), t0;
+	uint8_t byte;
+	struct iovec iov = { &byte, 1 };
+	ssize_t n;
+
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	if (t->rank == 1) {
+		if (tst_put_all(t, c, 0, seed, LEN))
+			return -1;
+		raise(SIGKILL);
+		return tst_fail(t, "still alive after SIGKILL");
+	}
+	if (get_pieces(t, c, seed, LEN, 1000))
+		return -1;
+	t0 = rdmach_now_ns();
+	do
+		n = rdmach_get(c, &iov, 1);
+	while (n == 0 && rdmach_now_ns() - t0 < 10000000000ull);
+	TST_CHECK(t, n == -ECONNRESET, "get after the peer died returned %zd "
+		  "(%s), expected -ECONNRESET", n, n < 0 ?
+		  rdmach_strerror((int)n) : "bytes");
+	tst_log(t, "death detected in %.2f ms (%s)",
+		(double)(rdmach_now_ns() - t0) / 1e6, rdmach_conn_error(c));
+	TST_CHECK(t, strstr(rdmach_conn_error(c), "rank 1"),
+		  "error message '%s' does not name the peer",
+		  rdmach_conn_error(c));
+	n = rdmach_put(c, &iov, 1);
+	TST_CHECK(t, n == -ECONNRESET, "put after the death returned %zd", n);
+	return 0;
+}
+
+/* The receiver dies: a put that fills the ring, and a pending zero-copy
+ * put, end with -ECONNRESET instead of hanging. */
+static int shm_peer_death_put(struct tst *t)
+{
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	volatile uint64_t *sh = t->shared;
+	uint8_t *buf;
+	uint64_t t0;
+	int err, zc = t->c->arg != NULL;
+
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	if (t->rank == 1) {
+		raise(SIGKILL);
+		return tst_fail(t, "still alive after SIGKILL");
+	}
+	(void)sh;
+	buf = calloc(1, 64u << 20);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	t0 = rdmach_now_ns();
+	/* copy path: far more than the ring holds, in puts under the
+	 * CMA threshold; zero-copy: one large put */
+	if (zc) {
+		put_whole(t, c, buf, BIG, &err);
+	} else {
+		size_t off;
+
+		for (off = 0, err = 0; off < (64u << 20) && !err; off += 32768)
+			put_whole(t, c, buf + off, 32768, &err);
+	}
+	free(buf);
+	TST_CHECK(t, err == -ECONNRESET, "put to a dead peer ended with %s, "
+		  "expected -ECONNRESET", rdmach_strerror(err));
+	tst_log(t, "failed after %.2f ms: %s",
+		(double)(rdmach_now_ns() - t0) / 1e6, rdmach_conn_error(c));
+	return 0;
+}
+
+/* After ready no exchange fd stays open, nothing is named in /dev/shm,
+ * and after finalize no segment stays mapped. */
+static int count_lines(const char *path, const char *needle)
+{
+	char line[512];
+	FILE *f = fopen(path, "r");
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+static int count_fds(const char *needle)
+{
+	char path[300], target[256];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir))) {
+		ssize_t l;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", d->d_name);
+		l = readlink(path, target, sizeof(target) - 1);
+		if (l <= 0)
+			continue;
+		target[l] = '\0';
+		n += strstr(target, needle) != NULL;
+	}
+	closedir(dir);
+	return n;
+}
+
+static int count_dev_shm(void)
+{
+	struct dirent *d;
+	DIR *dir = opendir("/dev/shm");
+	int n = 0;
+
+	if (!dir)
+		return 0;
+	while ((d = readdir(dir)))
+		n += strncmp(d->d_name, "rdmach", 6) == 0;
+	closedir(dir);
+	return n;
+}
+
+static int shm_no_leftovers(struct tst *t)
+{
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	int maps, fds;
+
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	maps = count_lines("/proc/self/maps", "rdmach-shm");
+	fds = count_fds("rdmach-shm");
+	TST_CHECK(t, maps >= 2, "%d rdmach-shm mappings while connected "
+		  "(expected mine and the peer's)", maps);
+	TST_CHECK(t, fds == 0, "%d memfd(s) still open after connect", fds);
+	TST_CHECK(t, count_dev_shm() == 0, "a segment is named in /dev/shm");
+	if (tst_barrier(t))
+		return -1;
+	TST_CHECK(t, rdmach_finalize(&t->ctx) == 0, "finalize failed");
+	maps = count_lines("/proc/self/maps", "rdmach-shm");
+	TST_CHECK(t, maps == 0, "%d rdmach-shm mappings after finalize", maps);
+	return 0;
+}
+
+static const struct tst_case shm_cases[] = {
+	{ "shm_rndv_partial", 2, shm_rndv_partial, 0, NULL, { 0 } },
+	{ "shm_rndv_changed_iov", 2, shm_rndv_changed_iov, 0, NULL, { 0 } },
+	{ "shm_rndv_many_pieces", 2, shm_rndv_many_pieces, 0, NULL, { 0 } },
+	{ "shm_cma_off", 2, shm_cma_off, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "shm_peer_death_get", 2, shm_peer_death_get,
+	  TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
+	{ "shm_peer_death_put", 2, shm_peer_death_put,
+	  TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
+	{ "shm_peer_death_zcopy", 2, shm_peer_death_put,
+	  TST_LAUNCH_ONLY | TST_KEEP_GOING, "zcopy", { 0, -SIGKILL } },
+	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
+};
+
+int main(int argc, char **argv)
+{
+	return tst_main(argc, argv, shm_cases,
+			(int)(sizeof(shm_cases) / sizeof(shm_cases[0])));
+}
