@@ -37,6 +37,7 @@ struct bench_opts {
 	unsigned timeout_s;	/* -T: launcher timeout and stall watchdog */
 	int batches;		/* -b: report the median batch (1 = mean) */
 	int pin;		/* -P: pin rank r to the r-th allowed CPU */
+	int first_touch;	/* -F: fresh buffer per message (rdmach_bw) */
 };
 
 /* Timestamps at batch boundaries of the timed iterations. */
@@ -119,6 +120,8 @@ static inline void bench_usage(const struct bench_opts *o, FILE *f)
 		"              batch (robust to preemption on a busy host; default 1 =\n"
 		"              the plain mean, as OSU)\n"
 		"  -P          pin rank r to the r-th CPU this process may use (rdmach only)\n"
+		"  -F          first touch: a fresh mmap'd buffer for every message\n"
+		"              (rdmach_bw only)\n"
 		"  -h          this help\n",
 		o->prog, o->kind == BENCH_LATENCY ? "0" : "1", BENCH_LARGE_MSG,
 		o->iters, o->iters_large, o->warmup, o->warmup_large,
@@ -157,7 +160,7 @@ static inline void bench_parse(int argc, char **argv, enum bench_kind kind,
 	o->window = 64;
 	o->timeout_s = 300;
 	o->batches = 1;
-	while ((c = getopt(argc, argv, "m:i:I:x:X:w:vt:ST:b:Ph")) != -1) {
+	while ((c = getopt(argc, argv, "m:i:I:x:X:w:vt:ST:b:PFh")) != -1) {
 		switch (c) {
 		case 'm':
 			if (bench_parse_range(optarg, &o->min_size,
@@ -186,6 +189,7 @@ static inline void bench_parse(int argc, char **argv, enum bench_kind kind,
 		case 'T': o->timeout_s = (unsigned)bench_parse_count(optarg, "-T"); break;
 		case 'b': o->batches = (int)bench_parse_count(optarg, "-b"); break;
 		case 'P': o->pin = 1; break;
+		case 'F': o->first_touch = 1; break;
 		case 'h': bench_usage(o, stdout); exit(0);
 		default: bench_usage(o, stderr); exit(2);
 		}

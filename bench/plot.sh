@@ -55,6 +55,7 @@ done
 
 plots=
 styles=(7 5 9 11 13 4 6 8 10 12)
+colors=('#1f77b4' '#d62728' '#2ca02c' '#9467bd' '#ff7f0e' '#8c564b' '#17becf' '#7f7f7f' '#e377c2' '#000000')
 i=0
 for arg in "$@"; do
 	label=${arg%%=*}
@@ -62,7 +63,8 @@ for arg in "$@"; do
 	[ "$label" != "$arg" ] || { echo "plot.sh: '$arg' is not LABEL=FILE" >&2; exit 2; }
 	[ -s "$file" ] || { echo "plot.sh: $file: missing or empty" >&2; exit 1; }
 	pt=${styles[$((i % ${#styles[@]}))]}
-	plots+="${plots:+, }'$file' using (\$1 > 0 ? \$1 : 1/0):2 with linespoints pt $pt ps 0.9 title '${label//\'/}'"
+	lc=${colors[$((i % ${#colors[@]}))]}
+	plots+="${plots:+, }'$file' using (\$1 > 0 ? \$1 : 1/0):2 with linespoints pt $pt ps 0.9 lc rgb '$lc' title '${label//\'/}'"
 	i=$((i + 1))
 done
 

@@ -6,10 +6,12 @@
  *
  *   size 0:        the flag alone (one cache line each way);
  *   size 1..56:    payload in the flag's cache line (e.g. the 8-byte row);
- *   larger:        memcpy into a shared buffer, flag, memcpy out (the floor
- *                  of a two-copy protocol).
+ *   larger:        the payload already sits in a shared buffer, the reader
+ *                  copies it out once (the single-copy floor); with -2 the
+ *                  writer copies it in first (the floor of a two-copy
+ *                  protocol through a bounce buffer).
  *
- *   raw_shm_pingpong [-m 0:4M] [-i N] [-I N] [-x N] [-X N] [-b N] [-p CPU,CPU] [-P] [-v]
+ *   raw_shm_pingpong [-m 0:4M] [-i N] [-I N] [-x N] [-X N] [-b N] [-p CPU,CPU] [-P] [-2] [-v]
  *   -p A,B pins the processes to CPUs A and B; -P pins to the first two
  *   CPUs this process may use.
  *
@@ -48,6 +50,7 @@ struct raw {
 	uint8_t *data[2];		/* large payloads, one per direction */
 	pid_t peer_pid;			/* child for the parent, parent for the child */
 	int rank;
+	int copy_in;			/* -2 or -v: the writer copies large payloads in */
 	uint64_t seq;			/* last flag value used, both directions */
 };
 
@@ -57,7 +60,7 @@ static void raw_send(struct raw *r, int dir, const void *src, size_t size)
 
 	if (size <= RAW_INLINE)
 		memcpy(d->inl, src, size);
-	else
+	else if (r->copy_in)
 		memcpy(r->data[dir], src, size);
 	__atomic_store_n(&d->seq, ++r->seq, __ATOMIC_RELEASE);
 }
@@ -163,11 +166,13 @@ static void raw_pin(int rank, int cpu)
 static void raw_usage(FILE *f)
 {
 	fprintf(f, "usage: raw_shm_pingpong [-m MIN:MAX] [-i N] [-I N] [-x N] "
-		"[-X N] [-b N] [-p CPU,CPU | -P] [-v]\n"
-		"  -b N  median of N batches (see rdmach_latency -h)\n");
+		"[-X N] [-b N] [-p CPU,CPU | -P] [-2] [-v]\n"
+		"  -b N  median of N batches (see rdmach_latency -h)\n"
+		"  -2    above 56 B the writer copies in too (two-copy floor)\n");
 }
 
-static void raw_parse(int argc, char **argv, struct bench_opts *o, int cpus[2])
+static void raw_parse(int argc, char **argv, struct bench_opts *o, int cpus[2],
+		      int *copy_in)
 {
 	int c;
 
@@ -181,7 +186,8 @@ static void raw_parse(int argc, char **argv, struct bench_opts *o, int cpus[2])
 	o->max_size = BENCH_MAX_SIZE;
 	o->batches = 1;
 	cpus[0] = cpus[1] = -1;
-	while ((c = getopt(argc, argv, "m:i:I:x:X:b:p:Pvh")) != -1) {
+	*copy_in = 0;
+	while ((c = getopt(argc, argv, "m:i:I:x:X:b:p:P2vh")) != -1) {
 		switch (c) {
 		case 'm':
 			if (bench_parse_range(optarg, &o->min_size, &o->max_size)) {
@@ -207,7 +213,8 @@ static void raw_parse(int argc, char **argv, struct bench_opts *o, int cpus[2])
 			}
 			break;
 		case 'b': o->batches = (int)bench_parse_count(optarg, "-b"); break;
-		case 'v': o->validate = 1; break;
+		case '2': *copy_in = 1; break;
+		case 'v': o->validate = 1; *copy_in = 1; break;
 		case 'h': raw_usage(stdout); exit(0);
 		default: raw_usage(stderr); exit(2);
 		}
@@ -230,7 +237,7 @@ int main(int argc, char **argv)
 	void *map;
 	pid_t pid;
 
-	raw_parse(argc, argv, &o, cpus);
+	raw_parse(argc, argv, &o, cpus, &r.copy_in);
 	data_len = (o.max_size + 4095) & ~(size_t)4095;
 	map_len = 4096 + 2 * data_len;
 	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
@@ -246,12 +253,9 @@ int main(int argc, char **argv)
 	sbuf = bench_alloc(o.max_size);
 	rbuf = bench_alloc(o.max_size);
 
-	if (cpus[0] >= 0)
-		snprintf(detail, sizeof(detail), "flag + memcpy through a "
-			 "shared mapping, pinned to CPUs %d,%d", cpus[0], cpus[1]);
-	else
-		snprintf(detail, sizeof(detail), "flag + memcpy through a "
-			 "shared mapping, not pinned");
+	snprintf(detail, sizeof(detail), "flag in a shared mapping, %s "
+		 "above %zu B, %s", r.copy_in ? "copy in + copy out" :
+		 "one copy out", RAW_INLINE, cpus[0] < 0 ? "not pinned" : "pinned");
 	bench_print_header(&o, "raw shm", detail);
 	fflush(stdout);
 

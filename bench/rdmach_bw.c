@@ -4,11 +4,39 @@
  * and answers with a 4-byte reply; repeated.  Prints MB/s (10^6 bytes/s)
  * per message size, in the OSU format.
  *
- *   rdmach_bw [-m 1:4M] [-w 64] [-i 100] [-I 20] [-v] [-t shm|ib] [-S]
+ *   rdmach_bw [-m 1:4M] [-w 64] [-i 100] [-I 20] [-v] [-t shm|ib] [-S] [-F]
+ *
+ * -F (first touch): every message goes from and to a fresh mmap'd buffer,
+ * written before the put and unmapped after it (page faults, and for the
+ * zero-copy path a registration-cache miss every time).
  *
  * Starts two copies of itself when not under a PMI server.
  */
 #include "rdmach_bench.h"
+
+#include <sys/mman.h>
+
+/* The buffer of one message: buf, or with -F a fresh mapping. */
+static char *bw_buf(const struct bench_opts *o, char *buf, size_t size)
+{
+	void *p;
+
+	if (!o->first_touch)
+		return buf;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("rdmach_bw: mmap");
+		exit(1);
+	}
+	return p;
+}
+
+static void bw_buf_done(const struct bench_opts *o, char *p, size_t size)
+{
+	if (o->first_touch)
+		munmap(p, size);
+}
 
 /* Rank 0: returns MB/s. */
 static double bw_send(struct rb *b, const struct bench_opts *o, char *sbuf,
@@ -28,10 +56,15 @@ static double bw_send(struct rb *b, const struct bench_opts *o, char *sbuf,
 		 * get runs while puts wait (zero-copy needs it). */
 		rb_cursor_set(&ack, abuf, sizeof(abuf));
 		for (j = 0; j < o->window; j++) {
+			char *p = bw_buf(o, sbuf, size);
+
 			if (o->validate)
-				bench_fill(sbuf, size,
+				bench_fill(p, size,
 					   (unsigned)(i * o->window + j));
-			rb_put_all(b, sbuf, size, &ack);
+			else if (o->first_touch)
+				memset(p, j, size);
+			rb_put_all(b, p, size, &ack);
+			bw_buf_done(o, p, size);
 		}
 		rb_xfer(b, NULL, &ack, 1);
 	}
@@ -49,11 +82,14 @@ static void bw_recv(struct rb *b, const struct bench_opts *o, char *rbuf,
 	bench_iters(o, size, &iters, &warmup);
 	for (i = 0; i < warmup + iters; i++) {
 		for (j = 0; j < o->window; j++) {
-			rb_get_all(b, rbuf, size);
+			char *p = bw_buf(o, rbuf, size);
+
+			rb_get_all(b, p, size);
 			if (o->validate)
-				rb_check(b, rbuf, size,
+				rb_check(b, p, size,
 					 (unsigned)(i * o->window + j), size,
 					 i);
+			bw_buf_done(o, p, size);
 		}
 		rb_put_all(b, abuf, sizeof(abuf), NULL);
 	}

@@ -14,12 +14,16 @@
 #   BENCH_HEADLINE_REPS=11  interleaved short runs for the summary's 8 B
 #                      latency and 1 MiB bandwidth (median of each)
 #   BENCH_QUICK=1      fewer iterations (a smoke run, not for numbers)
-#   BENCH_BATCHES=8    each run reports its median batch (-b; 1 = plain mean)
+#   BENCH_BATCHES=16   each run reports its median batch (-b; 1 = plain mean)
 #   BENCH_RESULTS=DIR  where to write (default results/shm-YYYYmmdd-HHMMSS)
 #   BENCH_STRICT=1     exit 3 when a target is missed
 #   MPIEXEC=mpiexec    the launcher for the MPI benchmarks
 # Exit status: 0, 1 if a benchmark failed, 3 on a missed target (strict).
 set -uo pipefail
+
+# One block: bash reads it whole before running it (an edit of this file
+# during a run cannot derail the run).
+{
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
@@ -38,13 +42,14 @@ for b in raw_shm_pingpong rdmach_latency rdmach_bw; do
 done
 mkdir -p "$out" || die "cannot create $out"
 
-batches=${BENCH_BATCHES:-8}
+batches=${BENCH_BATCHES:-16}
 lat_opts=(-b "$batches") bw_opts=(-b "$batches")
-raw_opts=(-b "$batches" -i 20000 -x 2000)
+# the floor with rdmach_latency's counts: equal exposure to a busy host
+raw_opts=(-b "$batches" -i 10000 -x 200)
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	lat_opts+=(-i 2000 -I 100 -x 100 -X 10)
 	bw_opts+=(-i 20 -I 5 -x 2 -X 1)
-	raw_opts+=(-i 20000 -I 100 -x 2000 -X 10)
+	raw_opts+=(-i 2000 -I 100 -x 100 -X 10)
 fi
 
 have_mpi=0
@@ -94,8 +99,8 @@ done
 # burst of load on the host hits every series alike.
 for ((rep = 1; rep <= hl_reps; rep++)); do
 	printf '# headline run %d/%d...\n' "$rep" "$hl_reps" >&2
-	run hl-raw "$bin/raw_shm_pingpong" -m 8:8 -b "$batches"
-	run hl-raw-pinned "$bin/raw_shm_pingpong" -P -m 8:8 -b "$batches"
+	run hl-raw "$bin/raw_shm_pingpong" -m 8:8 "${raw_opts[@]}"
+	run hl-raw-pinned "$bin/raw_shm_pingpong" -P -m 8:8 "${raw_opts[@]}"
 	run hl-rdmach-lat "$bin/rdmach_latency" -t shm -m 8:8 -b "$batches"
 	run hl-rdmach-lat-pinned "$bin/rdmach_latency" -t shm -P -m 8:8 -b "$batches"
 	run hl-rdmach-bw "$bin/rdmach_bw" -t shm -m 1M:1M -b "$batches"
@@ -243,7 +248,7 @@ if command -v gnuplot >/dev/null; then
 		"rdmach shm (pinned)=rdmach-lat-pinned" \
 		"MPICH ch4:ucx=mpi-lat")
 	mapfile -t bw < <(plot_series "rdmach shm=rdmach-bw" "MPICH ch4:ucx=mpi-bw")
-	"$here/plot.sh" -o "$out/latency-small.png" -x 1:8K \
+	"$here/plot.sh" -o "$out/latency-small.png" -l -x 1:8K \
 		-t "One-way latency, shared memory, small messages (median of $reps)" \
 		-y "Latency (us)" "${lat[@]}" >/dev/null
 	"$here/plot.sh" -o "$out/latency.png" -l \
@@ -259,3 +264,4 @@ ln -sfn "$(basename "$out")" "$(dirname "$out")/shm-latest" 2>/dev/null
 [ $failed = 0 ] || { echo "run-shm.sh: some runs failed (see above)" >&2; exit 1; }
 [ $missed = 1 ] && [ "${BENCH_STRICT:-0}" = 1 ] && exit 3
 exit 0
+}

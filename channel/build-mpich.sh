@@ -117,22 +117,31 @@ step_autogen() {
 		{ tail -30 "$work/autoreconf.log"; die "autoreconf failed (log: $work/autoreconf.log)"; }
 }
 
-step_configure() {
-	need_pkgs gfortran
+configure_args() {
 	local args=(--prefix="$prefix" --with-device=ch3:$channel
 		    --disable-static --enable-fortran=all
 		    --disable-doc --with-pm=hydra)
 	if [ "$channel" = rdma ]; then
-		[ -f "$rdmach_build/lib/librdmach.a" ] ||
-			die "$rdmach_build/lib/librdmach.a missing: run make in $repo first"
 		args+=(--with-rdmach="$repo" --with-rdmach-lib="$rdmach_build/lib/librdmach.a")
 	fi
+	printf '%s\n' "${args[@]}" ${CONFIGURE_EXTRA:-}
+}
+
+step_configure() {
+	need_pkgs gfortran
+	local args
+	mapfile -t args < <(configure_args)
+	if [ "$channel" = rdma ] && [ ! -f "$rdmach_build/lib/librdmach.a" ]; then
+		die "$rdmach_build/lib/librdmach.a missing: run make in $repo first"
+	fi
 	rm -rf "$objdir" && mkdir -p "$objdir" && cd "$objdir"
-	# gfortran >= 10 rejects the MPI F77 binding's argument mismatches.
+	# gfortran >= 10 rejects the MPI F77 binding's argument mismatches
+	# (also kept in mpif77/mpif90 for user code, as Debian does).
 	FFLAGS="-O2 -fallow-argument-mismatch" FCFLAGS="-O2 -fallow-argument-mismatch" \
 	MPICHLIB_CFLAGS="-O2 -g" \
-		"$src/configure" "${args[@]}" ${CONFIGURE_EXTRA:-} >"$objdir/configure.out" 2>&1 ||
+		"$src/configure" "${args[@]}" >"$objdir/configure.out" 2>&1 ||
 		{ tail -30 "$objdir/configure.out"; die "configure failed (log: $objdir/config.log)"; }
+	configure_args >"$objdir/.configure-args"
 }
 
 step_build() {
@@ -163,6 +172,10 @@ stamp_of() {
 run_step() {
 	local s=$1 force=$2 t0 t1 stamp
 	stamp=$(stamp_of "$s")
+	# a configure with other arguments (e.g. another RDMACH_BUILD) is redone
+	if [ "$s" = configure ] && ! configure_args | cmp -s - "$objdir/.configure-args"; then
+		force=1
+	fi
 	if [ "$force" = 0 ] && [ -f "$stamp" ] && [ "$s" != build ] && [ "$s" != install ]; then
 		return 0
 	fi

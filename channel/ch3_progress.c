@@ -12,11 +12,67 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #define HDR_SZ sizeof(MPIDI_CH3_Pkt_t)
 
-/* idle passes of a blocking wait before each sched_yield() */
-#define IDLE_SPINS_BEFORE_YIELD 64
+/*
+ * How a blocking wait idles (environment, read at MPI_Init).  Defaults
+ * depend on whether this host runs more processes of the job than it has
+ * CPUs: then spinning starves the very peers we wait for, so an idle wait
+ * sleeps almost at once (sendflood, 8 processes on 2 cores: >120 s with
+ * sched_yield only, 32 s sleeping; ch3:sock's blocking poll: 36 s).
+ *   RDMACH_CH3_YIELD_SPINS     idle passes between yields (64; 16 if
+ *                              oversubscribed)
+ *   RDMACH_CH3_SLEEP_US        sleep per yield instead of sched_yield once
+ *                              idle long enough; 0 = never (0; 1 if
+ *                              oversubscribed: gives the CPU away for one
+ *                              timer slack, ~50 us)
+ *   RDMACH_CH3_SLEEP_AFTER_US  idle time before sleeping starts (0)
+ */
+static struct {
+	unsigned yield_spins;
+	uint64_t sleep_after_ns;
+	unsigned sleep_us;
+} idle_policy;
+
+static unsigned env_uint(const char *name, unsigned deflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long x;
+
+	if (!v || !*v)
+		return deflt;
+	x = strtoul(v, &end, 10);
+	if (*end || x > 100000000ul) {
+		fprintf(stderr, "ch3:rdma: ignoring %s=%s (expected a number)\n", name, v);
+		return deflt;
+	}
+	return (unsigned) x;
+}
+
+static void idle_policy_init(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int oversubscribed = cpus > 0 && MPIR_Process.local_size > cpus;
+
+	idle_policy.yield_spins = env_uint("RDMACH_CH3_YIELD_SPINS", oversubscribed ? 16 : 64);
+	if (!idle_policy.yield_spins)
+		idle_policy.yield_spins = 1;
+	idle_policy.sleep_after_ns = (uint64_t) env_uint("RDMACH_CH3_SLEEP_AFTER_US", 0) * 1000;
+	idle_policy.sleep_us = env_uint("RDMACH_CH3_SLEEP_US", oversubscribed ? 1 : 0);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
 
 volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
 #ifdef MPICH_IS_THREADED
@@ -249,7 +305,9 @@ static int progress_test(void)
 
 static int progress_wait(MPID_Progress_state *state)
 {
-	int mpi_errno = MPI_SUCCESS, idle = 0;
+	int mpi_errno = MPI_SUCCESS;
+	unsigned idle = 0;
+	uint64_t idle_since = 0;
 
 	while (state->ch.completion_count == MPIDI_CH3I_progress_completion_count) {
 		int made_progress = 0, progressed = 0;
@@ -268,9 +326,18 @@ static int progress_wait(MPID_Progress_state *state)
 			idle = 0;
 			continue;
 		}
-		if (++idle % IDLE_SPINS_BEFORE_YIELD == 0) {
-			/* let other threads in (they may post what we wait for) */
-			MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+		if (++idle % idle_policy.yield_spins)
+			continue;
+		/* let other threads in (they may post what we wait for) */
+		MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+		if (!idle_policy.sleep_us) {
+			sched_yield();
+		} else if (idle == idle_policy.yield_spins) {
+			idle_since = now_ns();
+			sched_yield();
+		} else if (now_ns() - idle_since >= idle_policy.sleep_after_ns) {
+			usleep(idle_policy.sleep_us);
+		} else {
 			sched_yield();
 		}
 	}
@@ -327,6 +394,7 @@ int MPIDI_CH3_Connection_terminate(MPIDI_VC_t *vc)
 
 int MPIDI_CH3I_Progress_init(void)
 {
+	idle_policy_init();
 	return MPIDI_CH3_PktHandler_Init(pkt_handlers, MPIDI_CH3_PKT_END_CH3 + 1);
 }
 

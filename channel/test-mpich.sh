@@ -6,6 +6,9 @@
 #   channel/test-mpich.sh suite [dir...]   MPICH test/mpi directories
 #                                          (default: pt2pt coll datatype comm
 #                                          group init errhan attr)
+#   channel/test-mpich.sh summary          pass counts so far (NAME=...)
+#   channel/test-mpich.sh ci [dir...]      the fixed subset in test/ci/*.list
+#                                          (82 tests, for CI)
 # Environment:
 #   PREFIX=dir       the MPICH install to test (build/mpich-install)
 #   NAME=name        label for results (rdma; "sock" for the reference build)
@@ -13,6 +16,8 @@
 #   MPITEST_TIMEOUT  seconds per suite test (60)
 #   SUITE_NP=n       largest process count of suite tests (8)
 #   SUITE_LIST=file  a runtests list of single tests instead of directories
+#   SUITE_TESTLISTS  list files per directory (testlist; add testlist.dtp
+#                    for the generated datatype-pool tests, many and slow)
 # Results go to build/mpich/results-$NAME/; the exit status is non-zero
 # when anything failed.
 set -uo pipefail
@@ -67,6 +72,11 @@ progs() {
 	return 0
 }
 
+summarize() {
+	echo "per directory (pass/total), from $out/summary.junit.xml:"
+	python3 "$here/test/suite_summary.py" "$out/summary.junit.xml"
+}
+
 suite() {
 	local dirs=("$@") tb=$work/test-$name t0 t1 summary
 	[ ${#dirs[@]} -gt 0 ] || dirs=(pt2pt coll datatype comm group init errhan attr)
@@ -78,42 +88,36 @@ suite() {
 			>configure.out 2>&1) || { echo "test/mpi configure failed: $tb/config.log" >&2; exit 1; }
 		make -C "$tb/util" -j2 >/dev/null 2>&1 && make -C "$tb/dtpools" -j2 >/dev/null 2>&1
 	fi
-	if [ -n "${SUITE_LIST:-}" ]; then
+	local sel
+	if [ "${SUITE_CI:-0}" = 1 ]; then
+		# the fixed CI subset: channel/test/ci/<dir>.list as <dir>/testlist.ci
+		for d in "${dirs[@]}"; do
+			cp "$here/test/ci/$d.list" "$tb/$d/testlist.ci" 2>/dev/null ||
+				{ mkdir -p "$tb/$d" && cp "$here/test/ci/$d.list" "$tb/$d/testlist.ci"; }
+		done
+		sel=(-tests=testlist.ci -testdirs="$(IFS=,; echo "${dirs[*]}")")
+	elif [ -n "${SUITE_LIST:-}" ]; then
 		cp "$SUITE_LIST" "$tb/testlist.sel"
+		sel=(-tests=testlist.sel)
 	else
-		printf '%s\n' "${dirs[@]}" >"$tb/testlist.sel"
+		sel=(-tests="${SUITE_TESTLISTS:-testlist}" -testdirs="$(IFS=,; echo "${dirs[*]}")")
 	fi
 	t0=$(date +%s)
-	(cd "$tb" && ./runtests -srcdir="$work/src/test/mpi" -tests=testlist.sel \
+	(cd "$tb" && ./runtests -srcdir="$work/src/test/mpi" "${sel[@]}" \
 		-mpiexec="$prefix/bin/mpiexec" -maxnp="${SUITE_NP:-8}" \
 		-xmlfile="$out/summary.xml" -junitfile="$out/summary.junit.xml" \
 		>"$out/suite.out" 2>&1)
 	t1=$(date +%s)
 	summary=$(grep -E 'tests failed out of|tests passed' "$out/suite.out" | tail -1)
 	echo "MPICH test suite ($name, ${dirs[*]:-list}): $summary in $((t1 - t0)) s"
-	echo "per directory (pass/total):"
-	# testname lines of the junit file carry the directory in their name
-	python3 - "$out/summary.junit.xml" <<'EOF' || true
-import sys, collections, xml.etree.ElementTree as ET
-tot = collections.Counter(); ok = collections.Counter(); bad = []
-for tc in ET.parse(sys.argv[1]).iter('testcase'):
-    d = tc.get('name', '').split('/')[0].split(' ')[0]
-    name = tc.get('name', '')
-    tot[d] += 1
-    if tc.find('failure') is None and tc.find('error') is None and tc.find('skipped') is None:
-        ok[d] += 1
-    elif tc.find('skipped') is None:
-        bad.append(name)
-for d in sorted(tot):
-    print("  %-10s %4d / %4d" % (d, ok[d], tot[d]))
-if bad:
-    print("failed:", " ".join(bad[:60]), "..." if len(bad) > 60 else "")
-EOF
+	summarize
 	grep -q 'All .* tests passed' "$out/suite.out" || fail=1
 }
 
 case ${1:-} in
 progs) shift; progs "$@" ;;
+summary) summarize ;;
+ci) shift; SUITE_CI=1 suite "$@" ;;
 suite) shift; suite "$@" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

@@ -727,13 +727,14 @@ static void core_stats_add(rdmach_stats_t *sum, const rdmach_stats_t *s)
 
 int rdmach_ctx_stats(const rdmach_ctx_t *ctx, rdmach_stats_t *st)
 {
-	rdmach_stats_t sum = ctx ? ctx->ctx_stats : (rdmach_stats_t){ 0 };
+	rdmach_stats_t sum;
 	int i;
 
 	if (!ctx || !st)
 		return -EINVAL;
 	if (!core_ctx_live(ctx))
 		return -EBADF;
+	sum = ctx->ctx_stats;
 	for (i = 0; i < ctx->size; i++)
 		core_stats_add(&sum, &ctx->conns[i].stats);
 	*st = sum;

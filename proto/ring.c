@@ -52,6 +52,36 @@ int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
 	slot->payload = tx->stage + off + RING_HDR;
 	slot->len = (uint32_t)len;
 	slot->bytes = ring_pkt_bytes(len);
+	slot->type = RING_T_DATA;
+	return 0;
+}
+
+int ring_tx_reserve_whole(const struct ring_tx *tx, uint32_t len,
+			  struct ring_slot *pad, struct ring_slot *slot)
+{
+	uint64_t off = tx->head & (tx->size - 1);
+	uint64_t bytes = ring_pkt_bytes(len), end = tx->size - off;
+
+	if (bytes > tx->size / 2)
+		return -EINVAL;
+	memset(pad, 0, sizeof(*pad));
+	if (end < bytes) {
+		if (ring_tx_free(tx) < end + bytes)
+			return -EAGAIN;
+		pad->off = off;
+		pad->payload = tx->stage + off + RING_HDR;
+		pad->len = (uint32_t)(end - RING_OVERHEAD);
+		pad->bytes = end;
+		pad->type = RING_T_PAD;
+		off = 0;
+	} else if (ring_tx_free(tx) < bytes) {
+		return -EAGAIN;
+	}
+	slot->off = off;
+	slot->payload = tx->stage + off + RING_HDR;
+	slot->len = len;
+	slot->bytes = bytes;
+	slot->type = RING_T_DATA;
 	return 0;
 }
 
@@ -59,7 +89,7 @@ void ring_tx_commit(struct ring_tx *tx, const struct ring_slot *slot,
 		    uint64_t credit)
 {
 	uint8_t *p = tx->stage + slot->off;
-	uint64_t flag = ring_flag(tx->seq, RING_T_DATA, slot->len);
+	uint64_t flag = ring_flag(tx->seq, slot->type, slot->len);
 
 	ring_store(p, flag);
 	ring_store(p + 8, credit);
@@ -96,7 +126,8 @@ static int ring_rx_peek_at(const struct ring_rx *rx, uint64_t pos,
 	if (ring_flag_seq(flag) != seq)
 		return 0;
 	bytes = ring_pkt_bytes(ring_flag_len(flag));
-	if (bytes > rx->size - off || ring_flag_type(flag) != RING_T_DATA)
+	if (bytes > rx->size - off || !ring_flag_type(flag) ||
+	    ring_flag_type(flag) > RING_T_MAX)
 		return -EPROTO;
 	if (bottom_fill && ring_load_acquire(p + bytes - RING_TRL) != flag)
 		return 0;

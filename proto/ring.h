@@ -48,7 +48,10 @@
 #define RING_MIN_SIZE	4096u
 
 enum ring_type {
-	RING_T_DATA = 1,
+	RING_T_DATA = 1,	/* payload: bytes of the pipe */
+	RING_T_RNDV = 2,	/* payload: a proto/rndv.h control packet */
+	RING_T_PAD = 3,		/* fills the ring end before a whole packet */
+	RING_T_MAX = RING_T_PAD,
 };
 
 enum ring_mode {
@@ -110,6 +113,7 @@ struct ring_slot {
 	uint8_t *payload;	/* in staging */
 	uint32_t len;		/* payload bytes */
 	uint64_t bytes;		/* ring bytes of the packet */
+	unsigned int type;	/* enum ring_type; reserve sets RING_T_DATA */
 };
 
 void ring_tx_init(struct ring_tx *tx, uint8_t *stage, uint64_t size);
@@ -127,6 +131,15 @@ static inline uint64_t ring_tx_free(const struct ring_tx *tx)
  * max_payload.  0 and *slot set, or -EAGAIN when not one byte fits. */
 int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
 		    uint64_t max_payload, struct ring_slot *slot);
+
+/*
+ * Reserve one packet of exactly len payload bytes (a control packet that
+ * must not be cut).  If the ring end is too close, *pad is a RING_T_PAD
+ * packet filling it, to be committed first (pad->bytes == 0: no pad).
+ * 0, or -EAGAIN when pad and packet do not both fit now.
+ */
+int ring_tx_reserve_whole(const struct ring_tx *tx, uint32_t len,
+			  struct ring_slot *pad, struct ring_slot *slot);
 
 /* Write flag, credit and trailer around the payload already copied into
  * slot->payload, and advance head and seq. */

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "ib.h"
+#include "ib_fork.h"
+#include "ib_zcopy.h"
 #include "iov.h"
 #include "knob.h"
 #include "log.h"
@@ -50,12 +52,24 @@ static const struct rdmach_knob ib_knobs[] = {
 	  "QP local ack timeout exponent (4.096 us * 2^n per try)" },
 	{ "RDMACH_IB_RETRY_CNT", RDMACH_KNOB_UINT, "7", 0, 7,
 	  "QP transport retries before a peer is declared dead" },
+	{ "RDMACH_ZCOPY", RDMACH_KNOB_BOOL, "1", 0, 1,
+	  "large puts by RDMA read of the sender's registered buffer "
+	  "(0: always copy through the ring)" },
+	{ "RDMACH_ZCOPY_THRESHOLD", RDMACH_KNOB_SIZE, "64K", 1, 1ull << 40,
+	  "puts of at least this many bytes go zero-copy (RDMA read)" },
+	{ "RDMACH_ZCOPY_READ_SIZE", RDMACH_KNOB_SIZE, "1M", 4096, 1u << 30,
+	  "largest RDMA read the zero-copy receiver posts (port max_msg_sz "
+	  "caps it)" },
+	{ "RDMACH_ZCOPY_BOUNCE", RDMACH_KNOB_SIZE, "16K", 0, 16u << 20,
+	  "a get with room for fewer bytes reads this much of a zero-copy "
+	  "put ahead into a bounce buffer (0: always read directly)" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
 enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_CREDIT, IB_K_SQ, IB_K_INLINE, IB_K_MTU, IB_K_TIMEOUT,
-       IB_K_RETRY, IB_K_NUM };
+       IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
+       IB_K_ZC_BOUNCE, IB_K_NUM };
 
 #define IB_SQ_RESERVE 3		/* slots kept for credit, keepalive, fin */
 #define IB_BATCH 8		/* packets built before posting, no pipeline */
@@ -66,6 +80,7 @@ struct ib_ctrl {
 	uint64_t tail;		/* the peer's consumed count of our packets */
 	uint64_t fin;		/* the peer finalized: its final head + 1 */
 	uint64_t ka;		/* keepalive target, never read */
+	uint64_t zc_ack;	/* last zero-copy put the peer has read */
 };
 
 enum ib_wr_kind { IB_WR_DATA, IB_WR_KA, IB_WR_FIN };
@@ -107,6 +122,7 @@ struct ib_conn {
 	uint64_t ka_sent;
 	unsigned int idle;
 	uint64_t idle_since;
+	struct ib_zc_conn zc;	/* zero-copy (ib_zcopy.c) */
 };
 
 struct ib_tl {
@@ -118,6 +134,8 @@ struct ib_tl {
 	uint64_t ring_size, chunk, credit_thr;
 	unsigned int sq_depth, inline_want, inline_max;
 	struct ib_qp_params qpp;
+	struct ib_zc *zc;
+	struct ib_zc_cfg zc_cfg;
 };
 
 static const char *const ib_mode_names[] = {
@@ -237,10 +255,15 @@ static int ib_poll(struct ib_tl *tl)
 
 	while ((n = ibv_poll_cq(tl->cq, 16, wc)) > 0) {
 		for (i = 0; i < n; i++) {
-			struct ib_conn *ic = tl->conns[wc[i].wr_id];
+			uint64_t wr_id = wc[i].wr_id;
+			struct ib_conn *ic = tl->conns[wr_id & ~IB_ZC_WRID];
 			struct ib_sig *s;
 
 			if (!ic)
+				continue;
+			if (wr_id & IB_ZC_WRID)
+				ib_zc_completion(&ic->zc, &wc[i]);
+			if (wr_id & IB_ZC_WRID && wc[i].status == IBV_WC_SUCCESS)
 				continue;
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				ib_wc_error(ic, &wc[i]);
@@ -267,6 +290,11 @@ static int ib_poll(struct ib_tl *tl)
 }
 
 /* ---- credits and liveness ---------------------------------------------- */
+
+static int ib_poll_cb(void *tl)
+{
+	return ib_poll(tl);
+}
 
 static int ib_credit_in(struct ib_conn *ic, uint64_t consumed)
 {
@@ -406,6 +434,77 @@ static int ib_reserve(struct ib_conn *ic, uint64_t want, struct ring_slot *s)
 	return -EAGAIN;
 }
 
+/*
+ * Zero-copy put (ib_zcopy.h): a pending one is polled for its ack; a new
+ * one registers the buffers and sends one RING_T_RNDV packet, whole (the
+ * ring end is padded if needed).  -EAGAIN: take the copy path.
+ */
+static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
+			    int iovcnt)
+{
+	struct ib_tl *tl = ic->tl;
+	struct ib_zc_ctl ctl;
+	struct ring_slot pad, s;
+	uint64_t credit = tl->mode == RING_MODE_BASIC ? 0 : ic->rx.pos;
+	unsigned int need = 2 * (tl->mode == RING_MODE_BASIC ? 2 : 1) +
+			    IB_SQ_RESERVE;
+	size_t bytes;
+	uint32_t len;
+	ssize_t n;
+	int ret;
+
+	if (ib_zc_tx_pending(&ic->zc)) {
+		int gone;
+
+		ib_poll(tl);
+		/* fin before ack: the peer writes them in the other order */
+		gone = ic->broken || ib_load(&ic->ctrl->fin);
+		n = ib_zc_put_poll(&ic->zc, iov, iovcnt,
+				   ib_load(&ic->ctrl->zc_ack));
+		if (n)
+			return n;
+		if (gone)
+			return ib_put_error(ic);
+		ib_take_credit(ic, 1);
+		ib_credit_out(ic);
+		ib_idle(ic);
+		return 0;
+	}
+	if (ic->broken || ib_load(&ic->ctrl->fin))
+		return ib_put_error(ic);
+	len = ib_zc_ctl_len(&ic->zc, iov, iovcnt, &bytes);
+	if (!bytes)
+		return -EAGAIN;
+	if (ic->sq_free < need)
+		ib_poll(tl);
+	ret = ring_tx_reserve_whole(&ic->tx, len, &pad, &s);
+	if (ret == -EAGAIN && !ib_poll(tl) && !ib_take_credit(ic, 1))
+		ret = ring_tx_reserve_whole(&ic->tx, len, &pad, &s);
+	if (ret || ic->sq_free < need) {
+		ic->conn->stats.ring_full_stalls++;
+		ib_idle(ic);
+		return ic->broken ? ib_put_error(ic) : 0;
+	}
+	if (ib_zc_put_start(&ic->zc, iov, iovcnt, &ctl))
+		return -EAGAIN;
+	if (pad.bytes) {
+		ring_tx_commit(&ic->tx, &pad, credit);
+		ret = ib_post_packet(ic, pad.off, pad.bytes, ic->tx.head);
+		if (ret)
+			return ret;
+	}
+	memcpy(s.payload, &ctl, len);
+	s.type = RING_T_RNDV;
+	ring_tx_commit(&ic->tx, &s, credit);
+	if (credit)
+		ring_rx_credit_told(&ic->rx, credit);
+	ret = ib_post_packet(ic, s.off, s.bytes, ic->tx.head);
+	if (ret)
+		return ret;
+	ic->conn->stats.packets_sent += pad.bytes ? 2 : 1;
+	return 0;
+}
+
 static ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 		      int iovcnt, size_t total)
 {
@@ -418,6 +517,12 @@ static ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 	uint64_t npkt = 0;
 	int ret;
 
+	if (ib_zc_wanted(&ic->zc, total)) {
+		ssize_t n = ib_put_zcopy(ic, iov, iovcnt);
+
+		if (n != -EAGAIN)
+			return n;
+	}
 	if (ic->broken || ib_load(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	ret = ib_take_credit(ic, 0);
@@ -465,6 +570,52 @@ static ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 	return (ssize_t)done;
 }
 
+/* The peer read all of zero-copy put `id`: tell it (an 8-byte write into
+ * its ctrl area; the send queue keeps slots for such words). */
+static int ib_zc_ack(struct ib_conn *ic, uint64_t id)
+{
+	uint64_t deadline = rdmach_now_ns() + ic->conn->ctx->peer_timeout_ns;
+
+	while (ic->sq_free < 1 && !ic->broken) {
+		if (ib_poll(ic->tl) || rdmach_now_ns() > deadline)
+			return ib_fail(ic, -ECONNRESET, "send queue full: "
+				       "cannot acknowledge a zero-copy put");
+	}
+	if (ic->broken)
+		return ib_put_error(ic);
+	return ib_post_ctrl(ic, offsetof(struct ib_ctrl, zc_ack), id,
+			    IB_WR_DATA, 0);
+}
+
+/* A packet other than data at the ring head: bytes delivered (>= 0) or a
+ * negative errno; *consumed set when the packet is done. */
+static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
+			  struct rdmach_iovc *c, size_t room, int *consumed)
+{
+	uint64_t ack = 0;
+	ssize_t n = 0;
+
+	if (pkt->type == RING_T_RNDV && ic->broken)
+		return ic->conn->err ? ic->conn->err :
+		       ib_fail(ic, -ECONNRESET, "the peer left before its "
+			       "zero-copy put was read");
+	if (pkt->type == RING_T_RNDV) {
+		n = ib_zc_get(&ic->zc, pkt->payload, pkt->len, c, room, &ack);
+		if (n < 0) {
+			ic->broken = 1;
+			return n;
+		}
+	}
+	*consumed = pkt->type == RING_T_PAD || ack;
+	if (ack) {
+		int ret = ib_zc_ack(ic, ack);
+
+		if (ret)
+			return ret;
+	}
+	return n;
+}
+
 static ssize_t ib_get(struct rdmach_conn *conn, const struct iovec *iov,
 		      int iovcnt, size_t total)
 {
@@ -493,6 +644,20 @@ static ssize_t ib_get(struct rdmach_conn *conn, const struct iovec *iov,
 			break;
 		if (bottom_fill && pkt.credit && ib_credit_in(ic, pkt.credit))
 			return -EPROTO;
+		if (pkt.type != RING_T_DATA) {
+			int consumed;
+			ssize_t k = ib_get_ctl(ic, &pkt, &c, total - done,
+					       &consumed);
+
+			if (k < 0)
+				return done ? (ssize_t)done : k;
+			done += (size_t)k;
+			if (!consumed)
+				break;
+			ring_rx_consume(&ic->rx, &pkt);
+			conn->stats.packets_received++;
+			continue;
+		}
 		n = rdmach_iovc_scatter(&c, pkt.payload + ic->rx.off,
 					pkt.len - ic->rx.off);
 		done += n;
@@ -577,6 +742,10 @@ static int ib_read_knobs(struct ib_tl *tl)
 		      v[IB_K_MTU] >= 512 ? IBV_MTU_512 : IBV_MTU_256;
 	tl->qpp.timeout = (uint8_t)v[IB_K_TIMEOUT];
 	tl->qpp.retry_cnt = (uint8_t)v[IB_K_RETRY];
+	tl->zc_cfg.enabled = (int)v[IB_K_ZCOPY];
+	tl->zc_cfg.threshold = v[IB_K_ZC_THRESHOLD];
+	tl->zc_cfg.read_max = v[IB_K_ZC_READ];
+	tl->zc_cfg.bounce = v[IB_K_ZC_BOUNCE];
 	return 0;
 }
 
@@ -588,6 +757,8 @@ static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 
 	if (!tl)
 		return -ENOMEM;
+	/* before any registration (and device list): ib_fork.h */
+	ib_fork_setup();
 	tl->base.ops = &rdmach_ib_ops;
 	tl->base.ctx = ctx;
 	ret = ib_read_knobs(tl);
@@ -604,8 +775,13 @@ static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 		ret = -ENOMEM;
 		goto err_dev;
 	}
+	ret = ib_zc_open(&tl->zc, &tl->dev, &tl->zc_cfg, ctx);
+	if (ret)
+		goto err_conns;
 	*tlp = &tl->base;
 	return 0;
+err_conns:
+	free(tl->conns);
 err_dev:
 	ib_dev_close(&tl->dev);
 err_free:
@@ -615,6 +791,7 @@ err_free:
 
 static void ib_conn_destroy(struct ib_conn *ic)
 {
+	ib_zc_conn_release(&ic->zc);
 	if (ic->loop_qp)
 		ibv_destroy_qp(ic->loop_qp);
 	if (ic->qp)
@@ -668,6 +845,8 @@ static struct ib_conn *ib_conn_create(struct ib_tl *tl, int peer)
 			goto err;
 	}
 	ic->sq_free = tl->sq_depth;
+	ib_zc_conn_init(&ic->zc, tl->zc, ic->conn, ic->qp, &ic->sq_free,
+			IB_SQ_RESERVE, ib_poll_cb, tl);
 	ic->psn = (uint32_t)(lrand48() ^ getpid() ^ peer) & 0xffffff;
 	ring_rx_init(&ic->rx, ic->buf, r);
 	return ic;
@@ -812,6 +991,11 @@ static int ib_drained(struct ib_tl *tl)
 		if (ic && ic->qp && !ic->broken && ic->sig_tail != ic->sig_head &&
 		    !ib_load(&ic->ctrl->fin))
 			return 0;
+		/* the peer may still be reading our memory */
+		if (ic && ic->qp && !ic->broken && ib_zc_tx_pending(&ic->zc) &&
+		    ib_load(&ic->ctrl->zc_ack) < ic->zc.tx_id &&
+		    !ib_load(&ic->ctrl->fin))
+			return 0;
 	}
 	return 1;
 }
@@ -851,6 +1035,7 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	}
 	if (tl->cq)
 		ibv_destroy_cq(tl->cq);
+	ib_zc_close(tl->zc);
 	ib_dev_close(&tl->dev);
 	free(tl->conns);
 	free(tl);

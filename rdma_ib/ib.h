@@ -18,7 +18,28 @@ struct ib_dev {
 	union ibv_gid gid;
 	int max_qp_rd_atom;
 	int max_cqe;
+	int max_sge;			/* device limit */
+	uint32_t max_msg_sz;		/* port limit on one message */
 };
+
+/* Send scatter/gather entries of every QP (zero-copy reads use them). */
+#define IB_SEND_SGE_WANT 4
+
+static inline int ib_dev_send_sge(const struct ib_dev *d)
+{
+	if (d->max_sge < 1)
+		return 1;
+	return d->max_sge < IB_SEND_SGE_WANT ? d->max_sge : IB_SEND_SGE_WANT;
+}
+
+/* Outstanding RDMA reads per QP, both as initiator (max_rd_atomic) and as
+ * responder (max_dest_rd_atomic): the device's limit, at most 16. */
+static inline int ib_dev_rd_atom(const struct ib_dev *d)
+{
+	int n = d->max_qp_rd_atom < 16 ? d->max_qp_rd_atom : 16;
+
+	return n > 0 ? n : 1;
+}
 
 /* What a peer needs to reach one of our QPs and write into our ring. */
 struct ib_addr {

@@ -120,6 +120,7 @@ static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
 		return -ENODEV;
 	d->max_qp_rd_atom = da.max_qp_rd_atom;
 	d->max_cqe = da.max_cqe;
+	d->max_sge = da.max_sge;
 	for (p = 1; p <= da.phys_port_cnt; p++) {
 		struct ibv_port_attr pa;
 
@@ -133,6 +134,7 @@ static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
 			continue;
 		}
 		d->port = (uint8_t)p;
+		d->max_msg_sz = pa.max_msg_sz;
 		return ib_port_setup(d, &pa, pa.gid_tbl_len, gid);
 	}
 	return -ENODEV;
@@ -220,7 +222,7 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 		ia.qp_type = IBV_QPT_RC;
 		ia.cap.max_send_wr = sq_depth;
 		ia.cap.max_recv_wr = 1;
-		ia.cap.max_send_sge = 1;
+		ia.cap.max_send_sge = (uint32_t)ib_dev_send_sge(d);
 		ia.cap.max_recv_sge = 1;
 		ia.cap.max_inline_data = inline_want;
 		qp = ibv_create_qp(d->pd, &ia);
@@ -251,14 +253,14 @@ int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 		  const struct ib_addr *r, const struct ib_qp_params *p)
 {
 	struct ibv_qp_attr a;
-	int rd_atom = d->max_qp_rd_atom < 16 ? d->max_qp_rd_atom : 16;
+	int rd_atom = ib_dev_rd_atom(d);
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = p->mtu < d->active_mtu ? p->mtu : d->active_mtu;
 	a.dest_qp_num = r->qpn;
 	a.rq_psn = r->psn;
-	a.max_dest_rd_atomic = (uint8_t)(rd_atom > 0 ? rd_atom : 1);
+	a.max_dest_rd_atomic = (uint8_t)rd_atom;
 	a.min_rnr_timer = 12;
 	a.ah_attr.port_num = d->port;
 	a.ah_attr.dlid = r->lid;
@@ -283,7 +285,7 @@ int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 	a.retry_cnt = p->retry_cnt;
 	a.rnr_retry = 7;
 	a.sq_psn = my_psn;
-	a.max_rd_atomic = (uint8_t)(rd_atom > 0 ? rd_atom : 1);
+	a.max_rd_atomic = (uint8_t)rd_atom;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {

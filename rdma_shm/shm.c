@@ -39,7 +39,7 @@ static const struct rdmach_knob shm_knobs[] = {
 	[K_CMA] = { "RDMACH_SHM_CMA", RDMACH_KNOB_BOOL, "1", 0, 1,
 		"single-copy large puts by cross-memory attach (process_vm_readv)" },
 	[K_CMA_THRESHOLD] = { "RDMACH_SHM_CMA_THRESHOLD", RDMACH_KNOB_SIZE,
-		"64K", 1, UINT64_MAX,
+		"256K", 1, UINT64_MAX,
 		"puts of at least this many bytes are read by the peer directly" },
 	[K_LIVENESS_MS] = { "RDMACH_SHM_LIVENESS_MS", RDMACH_KNOB_UINT, "2", 1,
 		60000, "an idle poll checks at most this often that the peer lives" },
@@ -615,8 +615,8 @@ static int shm_read_knobs(struct shm_tl *tl)
 	}
 	tl->ring_size = v[K_RING_SIZE];
 	tl->chunk = v[K_CHUNK];
-	if (tl->chunk > tl->ring_size / 2)
-		tl->chunk = tl->ring_size / 2;
+	if (tl->chunk > tl->ring_size / 4)	/* keep >= 4 packets in flight */
+		tl->chunk = tl->ring_size / 4;
 	tl->chunk -= SHM_HDR;	/* a full chunk is whole lines */
 	tl->cma = (int)v[K_CMA];
 	tl->cma_threshold = v[K_CMA_THRESHOLD];

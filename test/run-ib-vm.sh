@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # run-ib-vm.sh - the rdma_ib test suite: the conformance and fault suites
-# with RDMACH_TRANSPORT=ib plus the test_ib_* tests, in ONE boot of the
+# with RDMACH_TRANSPORT=ib plus the test_ib_* tests (test_ib_zcopy: zero-copy
+# and the registration cache; the conformance suite again with zero-copy
+# thresholds of 1 KiB and 4 KiB, and with zero-copy off), in ONE boot of the
 # Soft-RoCE VM (test/vm/vm-run.sh), or natively when this host has an RDMA
 # device (/sys/class/infiniband).  Prints each suite's result and ends with
 # "N passed, M failed"; exit status 0 only if nothing failed.
@@ -38,6 +40,11 @@ inner() {
 	conformance (ib)|RDMACH_TRANSPORT=ib|test_conformance
 	faults (ib)|RDMACH_TRANSPORT=ib|test_faults
 	ib modes|RDMACH_TRANSPORT=ib|test_ib_modes
+	zero-copy|RDMACH_TRANSPORT=ib|test_ib_zcopy zcopy_
+	rcache eviction, 10000 buffers|RDMACH_TRANSPORT=ib RDMACH_TEST_TIMEOUT=280|test_ib_zcopy rcache_
+	conformance (ib, zero-copy from 1K)|RDMACH_TRANSPORT=ib RDMACH_ZCOPY_THRESHOLD=1K|test_conformance
+	conformance (ib, zero-copy from 4K)|RDMACH_TRANSPORT=ib RDMACH_ZCOPY_THRESHOLD=4K|test_conformance
+	conformance (ib, zero-copy off)|RDMACH_TRANSPORT=ib RDMACH_ZCOPY=0|test_conformance
 	EOF
 	echo "$pass passed, $fail failed"
 	[ "$fail" = 0 ]
@@ -48,7 +55,8 @@ if [ "${1:-}" = --inner ]; then
 	inner
 	exit
 fi
-if [ ! -x "$BUILD/test/test_conformance" ] || [ ! -x "$BUILD/test/test_ib_modes" ]; then
+if [ ! -x "$BUILD/test/test_conformance" ] || [ ! -x "$BUILD/test/test_ib_modes" ] ||
+   [ ! -x "$BUILD/test/test_ib_zcopy" ]; then
 	make -C "$ROOT" -j2 O="$BUILD" >/dev/null || { echo "build failed"; exit 2; }
 fi
 if [ "${RDMACH_IB_VM_NATIVE:-0}" = 1 ] ||

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -405,6 +406,34 @@ static int shm_no_leftovers(struct tst *t)
 	return 0;
 }
 
+/* A process that is not dumpable cannot share its memfd through /proc: it
+ * falls back to a named segment, unlinked once everybody is connected. */
+static int shm_named_fallback(struct tst *t)
+{
+	uint64_t seed;
+	rdmach_conn_t *c;
+	int err;
+
+	if (t->rank == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		return tst_fail(t, "prctl(PR_SET_DUMPABLE): %s", strerror(errno));
+	err = tst_connect(t, &t->ctx);
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	c = tst_conn(t, 1 - t->rank);
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	TST_CHECK(t, count_dev_shm() == 0, "a named segment was not unlinked "
+		  "after connect");
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 0) {
+		if (tst_put_all(t, c, 1, seed, 100000))
+			return -1;
+	} else if (get_pieces(t, c, seed, 100000, 999)) {
+		return -1;
+	}
+	return tst_barrier(t);
+}
+
 static const struct tst_case shm_cases[] = {
 	{ "shm_rndv_partial", 2, shm_rndv_partial, 0, NULL, { 0 } },
 	{ "shm_rndv_changed_iov", 2, shm_rndv_changed_iov, 0, NULL, { 0 } },
@@ -418,6 +447,8 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_peer_death_zcopy", 2, shm_peer_death_put,
 	  TST_LAUNCH_ONLY | TST_KEEP_GOING, "zcopy", { 0, -SIGKILL } },
 	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
+	{ "shm_named_fallback", 2, shm_named_fallback,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 };
 
 int main(int argc, char **argv)

@@ -507,9 +507,10 @@ static int tst_launch_case(const struct tst_case *c, int gen,
 		if (tst_status_matches(res.status[i], c->expect_status[i]))
 			continue;
 		tst_status_str(res.status[i], st, sizeof(st));
-		snprintf(fail, sizeof(fail), "rank %d %s, expected %s %d", i,
-			 st, c->expect_status[i] < 0 ? "signal" : "exit",
-			 abs(c->expect_status[i]));
+		snprintf(fail, sizeof(fail), "rank %d %s, expected %s %d%s",
+			 i, st, c->expect_status[i] < 0 ? "signal" : "exit",
+			 abs(c->expect_status[i]), " without a reason: see "
+			 "its stderr (sanitizer/valgrind report?) above");
 	}
 	if (o->shm_private) {
 		tst_shm_leftovers(left, sizeof(left));

@@ -1,0 +1,166 @@
+/*
+ * ib_zcopy.h - zero-copy large puts by RDMA read (rdma_ib private, prefix
+ * ib_zc_).  Paper mechanism 4 with the registration cache of mechanism 5.
+ *
+ * Protocol (per connection, one rendezvous at a time in each direction):
+ *  sender   put of total >= RDMACH_ZCOPY_THRESHOLD registers its source
+ *           pieces through the cache (proto/rcache.h), sends one
+ *           RING_T_RNDV packet (proto/rndv.h: id, total, segments with
+ *           addr/len/rkey) through the ring in FIFO order with the data
+ *           packets, and returns 0.  Retries (same iovec, else -EINVAL)
+ *           return 0 until the peer wrote id into our ctrl area's ack word,
+ *           then the covered byte count; the registrations go back to the
+ *           cache then.
+ *  receiver get, meeting the RNDV packet at the ring head, registers the
+ *           part of its iovec the packet fills now, RDMA-reads straight
+ *           into it (split to the QP's max_send_sge, the port's max_msg_sz
+ *           and RDMACH_ZCOPY_READ_SIZE; at most max_rd_atomic reads
+ *           outstanding) and WAITS for those reads before returning: the
+ *           get's iovec is only the caller's during the call.  The wait is
+ *           bounded by RDMACH_PEER_TIMEOUT_MS; an error completion or the
+ *           timeout fails the connection (-ECONNRESET, QP moved to error so
+ *           nothing lands in the buffer afterwards).  A partial get keeps
+ *           an offset; once all `total` bytes are read the packet is
+ *           consumed and the id acknowledged by an 8-byte RDMA write.
+ *           A get with room for fewer than RDMACH_ZCOPY_BOUNCE bytes
+ *           reads ahead that many into a registered bounce buffer and
+ *           copies from it, so tiny gets of a large put cost one read per
+ *           RDMACH_ZCOPY_BOUNCE bytes, not one each.
+ *
+ * Memory the application releases (proto/rcache.h, core/memhooks.h):
+ *  - after put returned the count, anything goes: munmap + mmap at the same
+ *    address, madvise(MADV_DONTNEED), free + malloc: the cache drops the
+ *    stale registration at its next use and the new contents are sent;
+ *  - before (put still returning 0), the buffer must stay untouched
+ *    (include/rdmach.h).  free()/munmap then is the caller's bug: the
+ *    registration stays pinned while in use, so the peer reads the old
+ *    pages' contents (no crash, no other memory touched) and the entry is
+ *    deregistered when the put completes.
+ * fork(): ib_fork_setup() at open.  On kernels >= 5.13 the child gets
+ * copies of pinned pages; else registered ranges are MADV_DONTFORK (the
+ * child must not touch the parent's zero-copy buffers; exec is fine).  A
+ * child never uses the parent's cache (rdmach_rcache_get: -ECHILD, and
+ * put falls back to the copy path).
+ * Registration failure on the sender (read-only memory, memlock limit)
+ * falls back to the copy path; on the receiver it fails the connection
+ * with a message naming ulimit -l.
+ *
+ * The transport (ib.c) owns the QP, the CQ and the ring; this file owns
+ * the cache, the control packet's contents, the reads and their limits.
+ */
+#ifndef RDMACH_IB_ZCOPY_H
+#define RDMACH_IB_ZCOPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <infiniband/verbs.h>
+
+#include "ib.h"
+#include "iov.h"
+#include "rcache.h"
+#include "rndv.h"
+#include "tl.h"
+
+/* wr_id bit of the reads this file posts (the low bits: the peer rank). */
+#define IB_ZC_WRID	(1ull << 62)
+
+struct ib_zc_cfg {
+	int enabled;		/* RDMACH_ZCOPY */
+	uint64_t threshold;	/* RDMACH_ZCOPY_THRESHOLD */
+	uint64_t read_max;	/* RDMACH_ZCOPY_READ_SIZE */
+	uint64_t bounce;	/* RDMACH_ZCOPY_BOUNCE */
+};
+
+/* Per transport: the registration cache and the device's read limits. */
+struct ib_zc {
+	struct ib_dev *dev;
+	struct rdmach_rcache *rc;
+	uint64_t threshold, read_max, bounce;
+	unsigned int rd_atom, max_sge;
+	uint64_t wait_ns;
+	int enabled;
+};
+
+/* Per connection, embedded in the transport's connection. */
+struct ib_zc_conn {
+	struct ib_zc *zc;
+	struct rdmach_conn *conn;
+	struct ibv_qp *qp;
+	unsigned int *sq_free;	/* the connection's free send queue slots */
+	unsigned int sq_keep;	/* slots reads leave to the transport */
+	int (*poll)(void *arg);	/* the transport's CQ poll */
+	void *poll_arg;
+	/* sender: the pending rendezvous (tx_id 0: none) */
+	uint64_t next_id, tx_id;
+	size_t tx_bytes;
+	int tx_iovcnt, tx_nreg;
+	struct iovec tx_iov[RDMACH_RNDV_MAX_SEGS];
+	struct rdmach_rcache_region *tx_reg[RDMACH_RNDV_MAX_SEGS];
+	/* receiver: progress in the rendezvous at the ring head */
+	uint64_t rx_off;
+	unsigned int reads_out;
+	int read_status;	/* first error completion of a read, or 0 */
+	/* read-ahead for gets smaller than the bounce size: bytes
+	 * [b_start, b_start + b_len) of rendezvous b_id */
+	uint8_t *b_buf;
+	struct ibv_mr *b_mr;
+	uint64_t b_id, b_start, b_len;
+};
+
+/* The control packet as built by the sender. */
+struct ib_zc_ctl {
+	struct rdmach_rndv_hdr h;
+	struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
+};
+
+int ib_zc_open(struct ib_zc **zp, struct ib_dev *dev,
+	       const struct ib_zc_cfg *cfg, struct rdmach_ctx *ctx);
+void ib_zc_close(struct ib_zc *z);
+
+void ib_zc_conn_init(struct ib_zc_conn *zcc, struct ib_zc *z,
+		     struct rdmach_conn *conn, struct ibv_qp *qp,
+		     unsigned int *sq_free, unsigned int sq_keep,
+		     int (*poll)(void *arg), void *poll_arg);
+/* Release the pending rendezvous' registrations (at close). */
+void ib_zc_conn_release(struct ib_zc_conn *zcc);
+
+/* Should put go through here: a rendezvous is pending, or total is at
+ * or above the threshold. */
+static inline int ib_zc_wanted(const struct ib_zc_conn *zcc, size_t total)
+{
+	return zcc->tx_id ||
+	       (zcc->zc && zcc->zc->enabled && total >= zcc->zc->threshold);
+}
+
+static inline int ib_zc_tx_pending(const struct ib_zc_conn *zcc)
+{
+	return zcc->tx_id != 0;
+}
+
+/* Payload bytes of the control packet for iov; *bytes the bytes it
+ * covers.  0 bytes covered means: not worth it. */
+uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
+		       int iovcnt, size_t *bytes);
+/* Register the covered pieces and write the control packet into ctl
+ * (len bytes from ib_zc_ctl_len).  0 (now pending), or -EAGAIN: take the
+ * copy path (registration impossible: read-only memory, a forked child,
+ * memlock limit). */
+int ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
+		    int iovcnt, void *ctl);
+/* Retry of the pending put: -EINVAL for another iovec, 0 while not acked,
+ * else the covered bytes (and the rendezvous is over). */
+ssize_t ib_zc_put_poll(struct ib_zc_conn *zcc, const struct iovec *iov,
+		       int iovcnt, uint64_t acked_id);
+
+/* A RING_T_RNDV packet at the ring head: read what fits into the iovec
+ * cursor (room bytes at most).  Bytes delivered or a negative errno (the
+ * connection failed).  *ack is set to the id to acknowledge when the
+ * whole rendezvous was read (the packet is then to be consumed), else 0. */
+ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
+		  struct rdmach_iovc *c, size_t room, uint64_t *ack);
+
+/* A completion of a read posted here (wr_id has IB_ZC_WRID). */
+void ib_zc_completion(struct ib_zc_conn *zcc, const struct ibv_wc *wc);
+
+#endif /* RDMACH_IB_ZCOPY_H */
