@@ -9,6 +9,8 @@
 #   channel/test-mpich.sh summary          pass counts so far (NAME=...)
 #   channel/test-mpich.sh ci [dir...]      the fixed subset in test/ci/*.list
 #                                          (82 tests, for CI)
+#   channel/test-mpich.sh vm-ib            that subset compiled here, run in the
+#                                          Soft-RoCE VM with RDMACH_TRANSPORT=ib
 # Environment:
 #   PREFIX=dir       the MPICH install to test (build/mpich-install)
 #   NAME=name        label for results (rdma; "sock" for the reference build)
@@ -114,10 +116,31 @@ suite() {
 	grep -q 'All .* tests passed' "$out/suite.out" || fail=1
 }
 
+# The CI subset compiled on the host, run in the Soft-RoCE VM over rdma_ib.
+vm_ib() {
+	local vt=$work/vmtest-$name tb=$work/test-$name S=$work/src/test/mpi d p np args
+	[ -f "$tb/util/.libs/libmtest_single.a" ] || { echo "run '$0 suite' first (builds $tb)" >&2; exit 2; }
+	rm -rf "$vt" && mkdir -p "$vt"
+	for d in pt2pt coll comm datatype group attr; do
+		grep -v '^#' "$here/test/ci/$d.list" | while read -r p np args; do
+			[ -n "$p" ] && [ -f "$S/$d/$p.c" ] || continue
+			mpicc -O1 -I"$S/include" -I"$tb/include" -o "$vt/$d-$p" "$S/$d/$p.c" \
+				"$tb/util/.libs/libmtest_single.a" "$tb/util/.libs/libdtypes.a" -lm \
+				2>/dev/null && echo "$d-$p $np $args" >>"$vt/list"
+		done
+	done
+	cp "$here/test/run-list.sh" "$vt/"
+	SOFTROCE_PASSENV="RDMACH_TRANSPORT" RDMACH_TRANSPORT=ib \
+		/work/shared/softroce/run-in-vm.sh "$vt" ./run-list.sh "$vt" "$prefix/bin/mpiexec" |
+		tee "$out/vm-ib.txt"
+	tail -1 "$out/vm-ib.txt" | grep -q "passed" && ! grep -q "^FAIL" "$out/vm-ib.txt" || fail=1
+}
+
 case ${1:-} in
 progs) shift; progs "$@" ;;
 summary) summarize ;;
 ci) shift; SUITE_CI=1 suite "$@" ;;
+vm-ib) vm_ib ;;
 suite) shift; suite "$@" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac
