@@ -27,15 +27,18 @@ iters=${ZC_ITERS:-64}
 
 # ---------------------------------------------------------------- guest --
 read_bw() {	# SIZE: ib_read_bw average in 10^6 B/s
-	local size=$1 sp row
-	timeout 120 ib_read_bw -d "$dev" -s "$size" -n "$iters" -F \
-		>"$out/perftest-server.log" 2>&1 &
-	sp=$!
-	sleep 0.3
-	row=$(timeout 120 ib_read_bw -d "$dev" -s "$size" -n "$iters" -F \
-		"${SOFTROCE_IP:-127.0.0.1}" 2>&1 | tee -a "$out/ib_read_bw.log" |
-		grep -E '^ *[0-9]+ +[0-9]+ ')
-	wait $sp
+	local size=$1 sp row try
+	for try in 1 2 3; do
+		timeout 120 ib_read_bw -d "$dev" -s "$size" -n "$iters" -F \
+			>"$out/perftest-server.log" 2>&1 &
+		sp=$!
+		sleep $try	# the emulated guest is slow to listen
+		row=$(timeout 120 ib_read_bw -d "$dev" -s "$size" -n "$iters" \
+			-F "$ip" 2>&1 | tee -a "$out/ib_read_bw.log" |
+			grep -E '^ *[0-9]+ +[0-9]+ ')
+		wait $sp
+		[ -z "$row" ] || break
+	done
 	[ -n "$row" ] || { echo "ib_read_bw -s $size FAILED" >&2; return 1; }
 	awk '{ printf "%d %.2f\n", $1, $4 * 1.048576 }' <<<"$row"
 }
@@ -56,6 +59,7 @@ rbw() {		# NAME ZCOPY [-F]: rdmach_bw table into $out/NAME.txt
 inner() {
 	out=$1
 	dev=${SOFTROCE_DEV:-$(ls /sys/class/infiniband | head -n1)}
+	ip=${SOFTROCE_IP:-192.0.2.1}
 	mkdir -p "$out"
 	uptime >"$out/uptime-guest.txt"
 	local s=$(( 64 << 10 )) max=$(( 4 << 20 ))

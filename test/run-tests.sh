@@ -9,13 +9,14 @@
 #   5. `make BUILD=asan` and every test again from the ASan+UBSan build
 #   6. valgrind --leak-check=full on the conformance suite, volume reduced
 #   7. test/run-ib-vm.sh (verbs tests in the Soft-RoCE VM), if present
+#   8. `make mpich` and MPI programs + a fixed subset of MPICH's test suite
 #
 # Each binary ends with "N passed, M failed"; this script adds them up and
 # ends with one total line of the same form; exit status 0 only if nothing
 # failed.  Environment:
 #   O=dir                 build directory (default build)
 #   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
-#   SKIP="asan valgrind mpiexec vm small negative"  steps to leave out
+#   SKIP="asan valgrind mpiexec vm small negative mpich"  steps to leave out
 #   TEST_TIMEOUT          seconds per binary (default 900)
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -173,6 +174,21 @@ fi
 # 7. the verbs transport in the Soft-RoCE VM
 if [ -x test/run-ib-vm.sh ] && ! skipped vm; then
 	run "Soft-RoCE VM (test/run-ib-vm.sh)" -- test/run-ib-vm.sh "$O"
+fi
+
+# 8. MPICH built with the CH3 channel "rdma": MPI programs and a fixed
+#    subset of MPICH's own test suite (the first run fetches and builds
+#    MPICH: ~15-25 min on 2 cores; later runs only relink)
+if ! skipped mpich; then
+	note "make mpich O=$O (log: $LOGS/mpich-build.log)"
+	if make mpich O="$O" >"$LOGS/mpich-build.log" 2>&1; then
+		run "MPICH ch3:rdma: MPI programs, np 2 4 8" NP_LIST="2 4 8" \
+			-- channel/test-mpich.sh progs
+		run "MPICH ch3:rdma: test/mpi CI subset" -- channel/test-mpich.sh ci
+	else
+		tail -n 40 "$LOGS/mpich-build.log"
+		record "make mpich" 0 1
+	fi
 fi
 
 note "summary (logs in $LOGS)"

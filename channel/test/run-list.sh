@@ -1,12 +1,11 @@
 #!/bin/bash
 # run-list.sh DIR MPIEXEC - run the precompiled MPICH tests listed in
-# DIR/list ("prog nprocs args", at most 4 processes) with MPIEXEC; used by
+# DIR/list ("prog nprocs args") with MPIEXEC; used by
 # `test-mpich.sh vm-ib` inside the Soft-RoCE VM (RDMACH_TRANSPORT=ib).
 cd "$1" || exit 2
 M=$2
 pass=0; n=0
 while read -r prog np args; do
-	[ "$np" -gt 4 ] && np=4
 	n=$((n + 1))
 	out=$(timeout 120 $M -n "$np" ./$prog $args 2>&1 </dev/null)
 	rc=$?

@@ -23,6 +23,7 @@ mount -t devpts devpts $R/dev/pts; mount -t tmpfs shm $R/dev/shm
 mount -t tmpfs -o mode=1777 tmp $R/tmp
 mount -t tmpfs -o mode=755 run $R/run
 mkdir -p $R/run/vm; mount --bind /ctl $R/run/vm
+mkdir -p "$R$WORK" 2>/dev/null	# under /tmp it is on the tmpfs just mounted
 mount -t 9p -o $o,cache=mmap work "$R$WORK" || fail "mount $WORK"
 ip link set lo up
 ip link add rxenet0 type dummy || fail "dummy netdev"

@@ -104,7 +104,12 @@ QPID=$!
 trap 'kill $QPID 2>/dev/null; wait $QPID; exit 130' INT TERM HUP
 qrc=0
 wait $QPID || qrc=$?
-[ -s "$CTL/rc" ] && exit "$(cat "$CTL/rc")"
+if [ -s "$CTL/rc" ]; then
+	rc=$(cat "$CTL/rc")
+	# 125 from the guest's init: say why (its message is on the console)
+	[ "$rc" != 125 ] || grep -h 'vm-init:' "$CTL/console.log" >&2 || true
+	exit "$rc"
+fi
 if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
 	echo "vm-run: timed out" >&2; exit 124
 fi
