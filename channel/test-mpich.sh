@@ -117,12 +117,12 @@ suite() {
 	echo "MPICH test suite ($name, ${dirs[*]:-list}): $summary in $((t1 - t0)) s"
 	summarize
 	local all nf
-	all=$(sed -nE 's/^All ([0-9]+) tests passed.*/\1/p' "$out/suite.out" | tail -1)
+	all=$(sed -nE 's/^ *All ([0-9]+) tests passed.*/\1/p' "$out/suite.out" | tail -1)
 	if [ -n "$all" ]; then
 		npass=$((npass + all))
 	else
 		fail=1
-		read -r nf all < <(sed -nE 's/^([0-9]+) tests failed out of ([0-9]+).*/\1 \2/p' \
+		read -r nf all < <(sed -nE 's/^ *([0-9]+) tests failed out of ([0-9]+).*/\1 \2/p' \
 			"$out/suite.out" | tail -1)
 		[ -n "${all:-}" ] || { nf=1; all=1; }	# no summary: the harness failed
 		npass=$((npass + all - nf)); nfail=$((nfail + nf))

@@ -42,6 +42,7 @@
 
 #include "knob.h"
 #include "log.h"
+#include "pmi_wire.h"
 #include "rdmach_launch.h"
 #include "rdmach_pmi.h"
 
@@ -55,7 +56,6 @@
 	(LAUNCH_KVSNAME_MAX + LAUNCH_KEYLEN_MAX + LAUNCH_VALLEN_MAX + 256)
 #define LAUNCH_KV_BUCKETS 1024
 #define LAUNCH_TICK_MS 50	/* waitpid polling when pidfds are missing */
-#define LAUNCH_MAX_ATTRS 16
 #define LAUNCH_SEND_WAIT_MS 5000	/* a rank that reads no replies */
 
 static const struct rdmach_knob launch_knobs[] = {
@@ -97,14 +97,6 @@ struct launch {
 	uint64_t grace_ns;
 	int abort_code;		/* from PMI abort, -1 if none */
 	pid_t launcher_pid;
-};
-
-struct launch_req {
-	int nattr;
-	struct {
-		const char *key;
-		const char *val;
-	} attr[LAUNCH_MAX_ATTRS];
 };
 
 /* ---- the key-value space ---- */
@@ -298,48 +290,10 @@ static void launch_barrier_check(struct launch *l)
 
 /* ---- requests ---- */
 
-static int launch_parse(char *line, struct launch_req *req)
-{
-	char *p = line;
-
-	req->nattr = 0;
-	while (*p) {
-		char *tok, *eq;
-
-		while (*p == ' ')
-			p++;
-		if (!*p)
-			break;
-		tok = p;
-		while (*p && *p != ' ')
-			p++;
-		if (*p)
-			*p++ = '\0';
-		eq = strchr(tok, '=');
-		if (!eq || req->nattr == LAUNCH_MAX_ATTRS)
-			return -EPROTO;
-		*eq = '\0';
-		req->attr[req->nattr].key = tok;
-		req->attr[req->nattr].val = eq + 1;
-		req->nattr++;
-	}
-	return req->nattr ? 0 : -EPROTO;
-}
-
-static const char *launch_attr(const struct launch_req *req, const char *key)
-{
-	int i;
-
-	for (i = 0; i < req->nattr; i++)
-		if (!strcmp(req->attr[i].key, key))
-			return req->attr[i].val;
-	return NULL;
-}
-
 static int launch_kvs_ok(struct launch *l, struct launch_rank *r,
-			 const struct launch_req *req, const char *result)
+			 const struct pmi_wire_msg *req, const char *result)
 {
-	const char *kvs = launch_attr(req, "kvsname");
+	const char *kvs = pmi_wire_attr(req, "kvsname");
 
 	if (kvs && strcmp(kvs, l->kvsname)) {
 		launch_reply(r, "cmd=%s rc=-1 msg=kvs_%.64s_not_found%s", result,
@@ -351,10 +305,10 @@ static int launch_kvs_ok(struct launch *l, struct launch_rank *r,
 }
 
 static void launch_cmd_put(struct launch *l, struct launch_rank *r,
-			   const struct launch_req *req)
+			   const struct pmi_wire_msg *req)
 {
-	const char *key = launch_attr(req, "key");
-	const char *val = launch_attr(req, "value");
+	const char *key = pmi_wire_attr(req, "key");
+	const char *val = pmi_wire_attr(req, "value");
 
 	if (!launch_kvs_ok(l, r, req, "put_result"))
 		return;
@@ -371,9 +325,9 @@ static void launch_cmd_put(struct launch *l, struct launch_rank *r,
 }
 
 static void launch_cmd_get(struct launch *l, struct launch_rank *r,
-			   const struct launch_req *req)
+			   const struct pmi_wire_msg *req)
 {
-	const char *key = launch_attr(req, "key");
+	const char *key = pmi_wire_attr(req, "key");
 	struct launch_kv *kv;
 
 	if (!launch_kvs_ok(l, r, req, "get_result"))
@@ -388,10 +342,10 @@ static void launch_cmd_get(struct launch *l, struct launch_rank *r,
 }
 
 static void launch_cmd_abort(struct launch *l, struct launch_rank *r,
-			     const struct launch_req *req)
+			     const struct pmi_wire_msg *req)
 {
-	const char *code = launch_attr(req, "exitcode");
-	const char *msg = launch_attr(req, "message");
+	const char *code = pmi_wire_attr(req, "exitcode");
+	const char *msg = pmi_wire_attr(req, "message");
 	int rank = launch_rank_of(l, r);
 
 	if (l->abort_code < 0)
@@ -409,15 +363,15 @@ static void launch_cmd_abort(struct launch *l, struct launch_rank *r,
 static void launch_request(struct launch *l, struct launch_rank *r, char *line)
 {
 	int rank = launch_rank_of(l, r);
-	struct launch_req req;
+	struct pmi_wire_msg req;
 	const char *cmd;
 
-	if (launch_parse(line, &req) || !(cmd = launch_attr(&req, "cmd"))) {
+	if (pmi_wire_parse(line, &req) || !(cmd = pmi_wire_attr(&req, "cmd"))) {
 		rdmach_warn("rdmach_launch: rank %d sent an unparsable PMI line", rank);
 		return;
 	}
 	if (!strcmp(cmd, "init")) {
-		const char *v = launch_attr(&req, "pmi_version");
+		const char *v = pmi_wire_attr(&req, "pmi_version");
 
 		if (v && atoi(v) == 1)
 			launch_reply(r, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");

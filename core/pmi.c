@@ -27,9 +27,9 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pmi_wire.h"
 #include "rdmach_pmi.h"
 
-#define PMI_MAX_ATTRS 16
 #define PMI_LINE_SLACK 512	/* room for "cmd=... kvsname=... key=" */
 
 struct rdmach_pmi {
@@ -44,14 +44,6 @@ struct rdmach_pmi {
 	size_t buf_len;
 	size_t buf_cap;
 	size_t buf_used;	/* length of the line handed out last */
-};
-
-struct pmi_reply {
-	int nattr;
-	struct {
-		const char *key;
-		const char *val;
-	} attr[PMI_MAX_ATTRS];
 };
 
 int rdmach_pmi_available(void)
@@ -165,56 +157,17 @@ static int pmi_read_line(struct rdmach_pmi *pmi, char **linep, const char *what)
 	}
 }
 
-/* Split "k=v k=v ..." in place.  A value runs to the next space. */
-static int pmi_parse(char *line, struct pmi_reply *rep)
-{
-	char *p = line;
-
-	rep->nattr = 0;
-	while (*p) {
-		char *tok, *eq;
-
-		while (*p == ' ')
-			p++;
-		if (!*p)
-			break;
-		tok = p;
-		while (*p && *p != ' ')
-			p++;
-		if (*p)
-			*p++ = '\0';
-		eq = strchr(tok, '=');
-		if (!eq || rep->nattr == PMI_MAX_ATTRS)
-			return -EPROTO;
-		*eq = '\0';
-		rep->attr[rep->nattr].key = tok;
-		rep->attr[rep->nattr].val = eq + 1;
-		rep->nattr++;
-	}
-	return 0;
-}
-
-static const char *pmi_attr(const struct pmi_reply *rep, const char *key)
-{
-	int i;
-
-	for (i = 0; i < rep->nattr; i++)
-		if (!strcmp(rep->attr[i].key, key))
-			return rep->attr[i].val;
-	return NULL;
-}
-
 /* Non-zero rc in a reply, or 0 when the reply carries none. */
-static int pmi_rc(const struct pmi_reply *rep)
+static int pmi_rc(const struct pmi_wire_msg *rep)
 {
-	const char *rc = pmi_attr(rep, "rc");
+	const char *rc = pmi_wire_attr(rep, "rc");
 
 	return rc ? atoi(rc) : 0;
 }
 
-static const char *pmi_msg(const struct pmi_reply *rep)
+static const char *pmi_msg(const struct pmi_wire_msg *rep)
 {
-	const char *msg = pmi_attr(rep, "msg");
+	const char *msg = pmi_wire_attr(rep, "msg");
 
 	return msg ? msg : "no message";
 }
@@ -259,12 +212,12 @@ static int pmi_send_line(struct rdmach_pmi *pmi, const char *what,
 
 /* Send a request and read a reply whose cmd must be `expect`. */
 static int pmi_call(struct rdmach_pmi *pmi, const char *what,
-		    const char *expect, struct pmi_reply *rep,
+		    const char *expect, struct pmi_wire_msg *rep,
 		    const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 
 static int pmi_call(struct rdmach_pmi *pmi, const char *what,
-		    const char *expect, struct pmi_reply *rep,
+		    const char *expect, struct pmi_wire_msg *rep,
 		    const char *fmt, ...)
 {
 	const char *cmd;
@@ -281,8 +234,8 @@ static int pmi_call(struct rdmach_pmi *pmi, const char *what,
 	if (ret)
 		return ret;
 	rdmach_debug("PMI %s: reply \"%.200s\"", what, line);
-	ret = pmi_parse(line, rep);
-	cmd = ret ? NULL : pmi_attr(rep, "cmd");
+	ret = pmi_wire_parse(line, rep);
+	cmd = ret ? NULL : pmi_wire_attr(rep, "cmd");
 	if (!cmd || strcmp(cmd, expect)) {
 		rdmach_err("PMI %s: expected cmd=%s from the PMI server, got cmd=%s",
 			   what, expect, cmd ? cmd : "(unparsable line)");
@@ -291,10 +244,10 @@ static int pmi_call(struct rdmach_pmi *pmi, const char *what,
 	return 0;
 }
 
-static int pmi_size_attr(const struct pmi_reply *rep, const char *key,
+static int pmi_size_attr(const struct pmi_wire_msg *rep, const char *key,
 			 size_t min, size_t *out)
 {
-	const char *s = pmi_attr(rep, key);
+	const char *s = pmi_wire_attr(rep, key);
 	long v = s ? atol(s) : 0;
 
 	if (v < (long)min) {
@@ -335,7 +288,7 @@ static int pmi_check_token(const char *what, const char *s, size_t max,
 static int pmi_oob_put(void *arg, const char *key, const char *value)
 {
 	struct rdmach_pmi *pmi = arg;
-	struct pmi_reply rep;
+	struct pmi_wire_msg rep;
 	int ret;
 
 	if (!pmi || !key || !value)
@@ -366,7 +319,7 @@ static int pmi_oob_fence(void *arg)
 static int pmi_oob_get(void *arg, const char *key, char *value, size_t len)
 {
 	struct rdmach_pmi *pmi = arg;
-	struct pmi_reply rep;
+	struct pmi_wire_msg rep;
 	const char *val;
 	size_t vlen;
 	int ret;
@@ -385,7 +338,7 @@ static int pmi_oob_get(void *arg, const char *key, char *value, size_t len)
 			   pmi_rc(&rep), pmi_msg(&rep));
 		return -ENOENT;
 	}
-	val = pmi_attr(&rep, "value");
+	val = pmi_wire_attr(&rep, "value");
 	if (!val) {
 		rdmach_err("PMI get of key %s: reply without a value", key);
 		return -EPROTO;
@@ -402,7 +355,7 @@ static int pmi_oob_get(void *arg, const char *key, char *value, size_t len)
 
 int rdmach_pmi_barrier(rdmach_pmi_t *pmi)
 {
-	struct pmi_reply rep;
+	struct pmi_wire_msg rep;
 	int ret;
 
 	if (!pmi)
@@ -421,7 +374,7 @@ int rdmach_pmi_barrier(rdmach_pmi_t *pmi)
 /* init, get_maxes, get_my_kvsname. */
 static int pmi_handshake(struct rdmach_pmi *pmi)
 {
-	struct pmi_reply rep;
+	struct pmi_wire_msg rep;
 	const char *name;
 	int ret;
 
@@ -447,7 +400,7 @@ static int pmi_handshake(struct rdmach_pmi *pmi)
 		       "cmd=get_my_kvsname");
 	if (ret)
 		return ret;
-	name = pmi_attr(&rep, "kvsname");
+	name = pmi_wire_attr(&rep, "kvsname");
 	if (!name || !*name || strlen(name) >= pmi->kvsname_max) {
 		rdmach_err("PMI get_my_kvsname: bad kvsname in the reply");
 		return -EPROTO;
@@ -549,7 +502,7 @@ int rdmach_pmi_abort(rdmach_pmi_t *pmi, int exit_code, const char *msg)
 
 int rdmach_pmi_finalize(rdmach_pmi_t *pmi)
 {
-	struct pmi_reply rep;
+	struct pmi_wire_msg rep;
 	int ret;
 
 	if (!pmi)

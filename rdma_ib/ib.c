@@ -63,13 +63,16 @@ static const struct rdmach_knob ib_knobs[] = {
 	{ "RDMACH_ZCOPY_BOUNCE", RDMACH_KNOB_SIZE, "16K", 0, 16u << 20,
 	  "a get with room for fewer bytes reads this much of a zero-copy "
 	  "put ahead into a bounce buffer (0: always read directly)" },
+	{ "RDMACH_ZCOPY_YIELD", RDMACH_KNOB_BOOL, "1", 0, 1,
+	  "a get waiting for its RDMA reads yields the CPU every 1024 empty "
+	  "polls (Soft-RoCE, oversubscribed cores)" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
 enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_CREDIT, IB_K_SQ, IB_K_INLINE, IB_K_MTU, IB_K_TIMEOUT,
        IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
-       IB_K_ZC_BOUNCE, IB_K_NUM };
+       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_NUM };
 
 #define IB_SQ_RESERVE 3		/* slots kept for credit, keepalive, fin */
 #define IB_BATCH 8		/* packets built before posting, no pipeline */
@@ -746,6 +749,7 @@ static int ib_read_knobs(struct ib_tl *tl)
 	tl->zc_cfg.threshold = v[IB_K_ZC_THRESHOLD];
 	tl->zc_cfg.read_max = v[IB_K_ZC_READ];
 	tl->zc_cfg.bounce = v[IB_K_ZC_BOUNCE];
+	tl->zc_cfg.yield = (int)v[IB_K_ZC_YIELD];
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /* ib_zcopy.c - zero-copy large puts by RDMA read: see ib_zcopy.h. */
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ int ib_zc_open(struct ib_zc **zp, struct ib_dev *dev,
 	z->threshold = cfg->threshold;
 	z->read_max = cfg->read_max;
 	z->bounce = cfg->bounce;
+	z->yield = cfg->yield;
 	if (dev->max_msg_sz && z->read_max > dev->max_msg_sz)
 		z->read_max = dev->max_msg_sz;
 	z->rd_atom = (unsigned int)ib_dev_rd_atom(dev);
@@ -285,6 +287,8 @@ static int ib_zc_wait(struct ib_zc_conn *zcc, unsigned int max)
 			break;
 		if (zcc->reads_out <= max || ++spins % 1024)
 			continue;
+		if (zcc->zc->yield)
+			sched_yield();
 		if (!deadline) {
 			deadline = rdmach_now_ns() + zcc->zc->wait_ns;
 		} else if (rdmach_now_ns() > deadline) {

@@ -17,7 +17,10 @@
  *           and RDMACH_ZCOPY_READ_SIZE; at most max_rd_atomic reads
  *           outstanding) and WAITS for those reads before returning: the
  *           get's iovec is only the caller's during the call.  The wait is
- *           bounded by RDMACH_PEER_TIMEOUT_MS; an error completion or the
+ *           bounded by RDMACH_PEER_TIMEOUT_MS (with RDMACH_ZCOPY_YIELD it
+ *           yields the CPU every 1024 empty polls, so that an adapter
+ *           emulated in the kernel, Soft-RoCE, or an oversubscribed core
+ *           is not starved); an error completion or the
  *           timeout fails the connection (-ECONNRESET, QP moved to error so
  *           nothing lands in the buffer afterwards).  A partial get keeps
  *           an offset; once all `total` bytes are read the packet is
@@ -70,6 +73,7 @@ struct ib_zc_cfg {
 	uint64_t threshold;	/* RDMACH_ZCOPY_THRESHOLD */
 	uint64_t read_max;	/* RDMACH_ZCOPY_READ_SIZE */
 	uint64_t bounce;	/* RDMACH_ZCOPY_BOUNCE */
+	int yield;		/* RDMACH_ZCOPY_YIELD */
 };
 
 /* Per transport: the registration cache and the device's read limits. */
@@ -80,6 +84,7 @@ struct ib_zc {
 	unsigned int rd_atom, max_sge;
 	uint64_t wait_ns;
 	int enabled;
+	int yield;		/* sched_yield every 1024 empty polls */
 };
 
 /* Per connection, embedded in the transport's connection. */

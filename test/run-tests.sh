@@ -136,6 +136,8 @@ if [ -x "$conf" ] && ! skipped mpiexec; then
 			-- mpiexec -n 4 "$conf"
 		[ -x "$O/test/test_api" ] &&
 			run "mpiexec -n 2 test_api" -- mpiexec -n 2 "$O/test/test_api"
+		[ -x "$O/test/test_pmi" ] &&
+			run "mpiexec -n 4 test_pmi" -- mpiexec -n 4 "$O/test/test_pmi"
 	else
 		echo "run-tests: no mpiexec (apt-get install mpich): step skipped"
 	fi

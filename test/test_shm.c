@@ -422,6 +422,9 @@ static int shm_named_fallback(struct tst *t)
 	c = tst_conn(t, 1 - t->rank);
 	if (!c || shm_only(t, c))
 		return c ? TST_SKIP : -1;
+	/* the owner unlinks in its own connect: wait until both returned */
+	if (tst_barrier(t))
+		return -1;
 	TST_CHECK(t, count_dev_shm() == 0, "a named segment was not unlinked "
 		  "after connect");
 	seed = tst_stream_seed(t, 0, 1);
