@@ -20,7 +20,7 @@
 #define BENCH_ACK_SIZE		4	/* the bandwidth test's reply */
 #define BENCH_BW_BYTES_CAP	(2ull << 30)	/* bytes per size, bw test */
 #define BENCH_LAT_BYTES_CAP	(256ull << 20)	/* bytes per size, latency */
-#define BENCH_MAX_BATCHES	64
+#define BENCH_MAX_BATCHES	10000	/* -b 1000 -i 1000: per-iteration median, like perftest's t_typical */
 
 enum bench_kind { BENCH_LATENCY, BENCH_BW };
 
@@ -255,20 +255,25 @@ static inline void bench_clock_tick(struct bench_clock *c,
 		c->t[c->n++] = bench_now_us();
 }
 
+static int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
 /* Median time of one iteration over the batches, in us. */
 static inline double bench_clock_result(const struct bench_clock *c)
 {
-	double d[BENCH_MAX_BATCHES], x;
-	int n = c->n - 1, a, b;
+	static double d[BENCH_MAX_BATCHES];
+	double x;
+	int n = c->n - 1, a;
 
-	for (a = 0; a < n; a++) {
-		x = c->t[a + 1] - c->t[a];
-		for (b = a; b > 0 && d[b - 1] > x; b--)
-			d[b] = d[b - 1];
-		d[b] = x;
-	}
 	if (n < 1)
 		return 0;
+	for (a = 0; a < n; a++)
+		d[a] = c->t[a + 1] - c->t[a];
+	qsort(d, (size_t)n, sizeof(d[0]), bench_cmp_double);
 	x = n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
 	return x / (double)c->per_batch;
 }

@@ -112,8 +112,10 @@ in_vm() {
 	if part headline; then
 		for ((k = 1; k <= rounds; k++)); do
 			perf hl-perftest-lat ib_write_lat 8 "$(n 1000)" || failed=1
+			# -b = -i: the median of per-iteration times, the
+			# statistic of perftest's t_typical
 			bench "hl-rdmach-lat-$k" -- "$bin/rdmach_latency" -m 8:8 \
-				-i "$(n 1000)" -x 100 -b 5
+				-i "$(n 1000)" -x 100 -b "$(n 1000)"
 			perf hl-perftest-bw ib_write_bw 1048576 "$(n 200)" || failed=1
 			bench "hl-rdmach-bw-$k" -- "$bin/rdmach_bw" -m 1M:1M \
 				-I "$(n 1)" -X 1

@@ -10,8 +10,9 @@
 #                       unpacked tree; default: `apt-get source mpich` (Debian)
 #   MPICH_WORK=dir      where the source and build trees go (build/mpich)
 #   PREFIX=dir          install prefix (build/mpich-install; for
-#                       CHANNEL=sock: build/mpich-sock-install)
-#   CHANNEL=rdma|sock   rdma (default) or sock, the reference build from the
+#                       CHANNEL=sock|nemesis: build/mpich-CHANNEL-install)
+#   CHANNEL=rdma|sock|nemesis   rdma (default), or sock / nemesis, the
+#                       reference builds from the
 #                       same source tree
 #   RDMACH_BUILD=dir    rdmach build dir holding lib/librdmach.a (build)
 #   JOBS=n              parallel make jobs (2)
@@ -36,7 +37,8 @@ rdmach_build=${RDMACH_BUILD:-$repo/build}
 case $channel in
 rdma) prefix=${PREFIX:-$repo/build/mpich-install} ;;
 sock) prefix=${PREFIX:-$repo/build/mpich-sock-install} ;;
-*) echo "build-mpich: CHANNEL must be rdma or sock, not '$channel'" >&2; exit 2 ;;
+nemesis) prefix=${PREFIX:-$repo/build/mpich-nemesis-install} ;;
+*) echo "build-mpich: CHANNEL must be rdma, sock or nemesis, not '$channel'" >&2; exit 2 ;;
 esac
 objdir=$work/build-$channel
 

@@ -1,0 +1,43 @@
+#!/bin/bash
+# run-mpi-ib-vm.sh - MPI 8-byte latency of our MPICH (ch3:rdma) over
+# rdma_ib on the Soft-RoCE device, against perftest's ib_write_lat on the
+# same device, interleaved in ONE boot of the test VM (test/vm/vm-run.sh).
+# Target: MPI latency <= 1.2 x ib_write_lat.  Both figures are medians of
+# per-iteration times (perftest's t_typical; mpi_latency -b = -i).
+# Environment: BENCH_REPS (3), BENCH_RESULTS (results/mpi-ib-DATE).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+root=$(pwd -P)
+if [ "${1:-}" = --in-vm ]; then
+	out=$2 prog=$3 reps=$4
+	for ((r = 1; r <= reps; r++)); do
+		ib_write_lat -d rxe0 -s 8 -n 2000 -F >/tmp/srv.log 2>&1 &
+		sleep 0.5
+		ib_write_lat -d rxe0 -s 8 -n 2000 -F 192.0.2.1 2>&1 |
+			awk '$1 == 8 && NF >= 5 {print 8, $5}' >"$out/perftest-$r.txt"
+		wait
+		RDMACH_TRANSPORT=ib timeout 300 "$root/build/mpich-install/bin/mpiexec" -n 2 \
+			"$prog" -m 8:8 -i 2000 -x 200 -b 2000 >"$out/mpi-$r.txt" 2>&1
+	done
+	exit 0
+fi
+reps=${BENCH_REPS:-3}
+out=$root/${BENCH_RESULTS:-results/mpi-ib-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+mpicc=$root/build/mpich-install/bin/mpicc
+[ -x "$mpicc" ] || { echo "run-mpi-ib-vm: no build/mpich-install (make mpich)" >&2; exit 1; }
+"$mpicc" -O2 -Ibench -o "$out/mpi_latency" bench/mpi_latency.c -lm || exit 1
+if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+	"$0" --in-vm "$out" "$out/mpi_latency" "$reps"
+else
+	test/vm/vm-run.sh "$root" "bench/run-mpi-ib-vm.sh --in-vm $out $out/mpi_latency $reps"
+fi || { echo "run-mpi-ib-vm: the VM run failed" >&2; exit 1; }
+value() { awk '!/^#/ && NF >= 2 {v = $2} END {print v}' "$1"; }
+median() { sort -g | awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+p=$(for f in "$out"/perftest-*.txt; do value "$f"; done | median)
+m=$(for f in "$out"/mpi-*.txt; do value "$f"; done | median)
+{
+	echo "runs: ib_write_lat $(for f in "$out"/perftest-*.txt; do value "$f"; done | tr '\n' ' ')us;" \
+	     "MPI $(for f in "$out"/mpi-*.txt; do value "$f"; done | tr '\n' ' ')us"
+	awk -v p="$p" -v m="$m" 'BEGIN {printf "MPI 8-byte latency over rdma_ib: %s us, ib_write_lat %s us, ratio %.2f (target <= 1.2)\n", m, p, (p > 0 ? m / p : 0)}'
+} | tee "$out/summary.txt"
