@@ -31,8 +31,11 @@ flock 9
 # --- kernel: Debian's, from the package linux-image-amd64 depends on ------
 KPKG=$(cat "$CACHE/kpkg" 2>/dev/null || true)
 if [ -z "$KPKG" ]; then
-	KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null |
-	       awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+	kpkg() { apt-cache depends linux-image-amd64 2>/dev/null |
+		 awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
+	KPKG=$(kpkg)
+	# a fresh machine may have no package lists yet
+	[ -n "$KPKG" ] || { apt-get update -qq >&2 || true; KPKG=$(kpkg); }
 	[ -n "$KPKG" ] || die "cannot resolve linux-image-amd64 (apt-get update?)"
 	echo "$KPKG" >"$CACHE/kpkg"
 fi
