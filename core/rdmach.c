@@ -554,8 +554,10 @@ static void core_note_stall(struct rdmach_conn *conn, int progressed)
 	uint64_t now;
 
 	if (progressed) {
-		x->stall_since_ns = 0;
-		x->stall_warned = 0;
+		if (x->stall_since_ns) {	/* no store on the fast path */
+			x->stall_since_ns = 0;
+			x->stall_warned = 0;
+		}
 		return;
 	}
 	if (!c->x.stall_warn_ns || x->stall_warned)
