@@ -208,19 +208,7 @@ table() { # TITLE LABEL=FILE...: a column per existing file, its sizes first
 	printf '# %s\n%-10s' "$title" "# Size"
 	printf ' %12s' "${labels[@]}"
 	printf '\n'
-	awk '
-		FNR == 1 { f++ }
-		!/^#/ && NF >= 2 { if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
-				   v[f, $1] = $2 }
-		END {
-			for (i = 1; i <= n; i++) {
-				s = order[i]; printf "%-10d", s
-				for (j = 1; j <= f; j++)
-					if ((j, s) in v) printf " %12.2f", v[j, s]
-					else printf " %12s", "-"
-				printf "\n"
-			}
-		}' "${files[@]}" | sort -n -k1,1
+	awk -v w=12 -f "$here/osu-join.awk" "${files[@]}"
 }
 
 report() {

@@ -78,9 +78,7 @@ done
 		echo; echo "## $t curves"
 		files=(); for n in "${names[@]}"; do files+=("$out/$n/$t.txt"); done
 		printf '%-10s' size; printf ' %14s' "${names[@]}"; echo
-		awk '!/^#/ && NF >= 2 {v[FILENAME, $1] = $2; if (!($1 in seen)) {seen[$1]; s[++k] = $1}}
-		     END {for (i = 1; i <= k; i++) {printf "%-10s", s[i];
-			  for (j = 1; j < ARGC; j++) printf " %14s", v[ARGV[j], s[i]]; print ""}}' "${files[@]}"
+		awk -v w=14 -f bench/osu-join.awk "${files[@]}"
 	done
 } | tee "$out/summary.txt"
 

@@ -145,20 +145,9 @@ value() {
 	awk -v s="$2" '!/^#/ && $1 == s { print $2; exit }' "$out/$1.median.txt"
 }
 
-# side NAME... : one table, a column per series, sizes of the first one
+# side FILE... : one table, a column per series (bench/osu-join.awk)
 side() {
-	awk '
-		FNR == 1 { f++ }
-		!/^#/ && NF >= 2 { if (f == 1) order[++n] = $1; v[f, $1] = $2 }
-		END {
-			for (i = 1; i <= n; i++) {
-				s = order[i]; printf "%-10d", s
-				for (j = 1; j <= f; j++)
-					if ((j, s) in v) printf " %14.2f", v[j, s]
-					else printf " %14s", "-"
-				printf "\n"
-			}
-		}' "$@"
+	awk -v w=14 -f "$here/osu-join.awk" "$@"
 }
 
 with_ratio() { # add column: col(a)/col(b), 1-based data columns

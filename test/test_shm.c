@@ -59,6 +59,24 @@ static long put_whole(struct tst *t, rdmach_conn_t *c, const void *buf,
 	return zeros;
 }
 
+/* Put BIG pattern bytes (stream seed) to completion; returns the put calls
+ * that returned 0, or -1 with *err = -ENOMEM. */
+static long put_big_pattern(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+			    int *err)
+{
+	uint8_t *buf = malloc(BIG);
+	long zeros;
+
+	if (!buf) {
+		*err = -ENOMEM;
+		return -1;
+	}
+	tst_pat_fill(buf, BIG, seed, 0);
+	zeros = put_whole(t, c, buf, BIG, err);
+	free(buf);
+	return zeros;
+}
+
 /* Receive len bytes in gets of `piece` bytes and check the pattern. */
 static int get_pieces(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 		      size_t len, size_t piece)
@@ -103,14 +121,8 @@ static int shm_rndv_partial(struct tst *t)
 	if (!c || shm_only(t, c))
 		return c ? TST_SKIP : -1;
 	if (t->rank == 0) {
-		uint8_t *buf = malloc(BIG);
-		long zeros;
+		long zeros = put_big_pattern(t, c, seed, &err);
 
-		if (!buf)
-			return tst_fail(t, "out of memory");
-		tst_pat_fill(buf, BIG, seed, 0);
-		zeros = put_whole(t, c, buf, BIG, &err);
-		free(buf);
 		TST_CHECK(t, !err, "put: %s", rdmach_strerror(err));
 		TST_CHECK(t, zeros > 0, "a zero-copy put returned the count at "
 			  "once (not waiting for the reader)");
@@ -235,16 +247,8 @@ static int shm_cma_off(struct tst *t)
 		return c ? TST_SKIP : -1;
 	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
-		uint8_t *buf = malloc(BIG);
-		long zeros;
-
-		if (!buf)
-			return tst_fail(t, "out of memory");
-		tst_pat_fill(buf, BIG, seed, 0);
-		zeros = put_whole(t, c, buf, BIG, &err);
-		free(buf);
+		put_big_pattern(t, c, seed, &err);
 		TST_CHECK(t, !err, "put: %s", rdmach_strerror(err));
-		(void)zeros;
 		TST_CHECK(t, !rdmach_conn_stats(c, &st) && st.zcopy_msgs == 0,
 			  "RDMACH_SHM_CMA=0 but %llu zero-copy puts",
 			  (unsigned long long)st.zcopy_msgs);
