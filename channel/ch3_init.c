@@ -32,7 +32,9 @@ static int vc_attach(MPIDI_VC_t *vc, int rank)
 		return rdma_fail("rdmach_conn", rc);
 	vc->ch.rx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
 	vc->ch.tx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
-	if (!vc->ch.rx_pkt || !vc->ch.tx_pkt)
+	vc->ch.rx_buf = MPL_malloc(MPIDI_CH3I_Rx_staging_size(), MPL_MEM_BUFFER);
+	vc->ch.rx_pos = vc->ch.rx_len = 0;
+	if (!vc->ch.rx_pkt || !vc->ch.tx_pkt || !vc->ch.rx_buf)
 		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
 					    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
 	/* all pairs are connected: CH3 runs its close protocol with each */
@@ -68,7 +70,7 @@ int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t *pg, int pg_rank)
 		if (mpi_errno)
 			return mpi_errno;
 	}
-	return MPI_SUCCESS;
+	return MPIDI_CH3I_Progress_connected();
 }
 
 int MPIDI_CH3_Finalize(void)
@@ -96,6 +98,8 @@ int MPIDI_CH3_VC_Destroy(MPIDI_VC_t *vc)
 {
 	MPL_free(vc->ch.rx_pkt);
 	MPL_free(vc->ch.tx_pkt);
+	MPL_free(vc->ch.rx_buf);
+	vc->ch.rx_buf = NULL;
 	vc->ch.rx_pkt = NULL;
 	vc->ch.tx_pkt = NULL;
 	vc->ch.conn = NULL;

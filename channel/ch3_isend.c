@@ -3,7 +3,8 @@
  *
  * A send first tries rdmach_put directly when the VC's queue is empty; what
  * rdmach does not accept now is queued as a request and put by the progress
- * engine, in order.  Headers always travel as a full MPIDI_CH3_Pkt_t.
+ * engine, in order.  Headers travel at the size CH3 gives, framed as
+ * mpidi_ch3_impl.h describes; the channel encodes its own copy of each.
  */
 #include "mpidi_ch3_impl.h"
 
@@ -52,34 +53,50 @@ static MPIR_Request *create_send_request(void)
 	return sreq;
 }
 
-/* Send iov (iov[0] a full header at a stable address) on vc without a
+static int queue_rest(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t nb,
+		      MPIR_Request **sreq_ptr);
+
+/* Send iov (iov[0] a header of iov[0].iov_len bytes) on vc without a
  * caller request: return a request only if something was left to queue. */
 static int start_msg(MPIDI_VC_t *vc, struct iovec *iov, int n, MPIR_Request **sreq_ptr)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
-	MPIR_Request *sreq;
-	size_t nb = 0;
+	size_t nb = 0, hdr_len = iov[0].iov_len;
 	int mpi_errno = MPI_SUCCESS;
 
 	*sreq_ptr = NULL;
 	if (MPIDI_CH3I_SendQ_empty(vcch)) {
-		/* stage the header where it stays while this send is queued */
+		/* stage the header where it stays while this send is queued
+		 * (CH3 headers live in a whole MPIDI_CH3_Pkt_t, as every
+		 * channel assumes: a constant-size copy is a few moves) */
 		memcpy(vcch->tx_pkt, iov[0].iov_base, HDR_SZ);
+		MPIDI_CH3I_Wire_encode(vcch->tx_pkt, hdr_len);
 		iov[0].iov_base = vcch->tx_pkt;
 		mpi_errno = MPIDI_CH3I_Rdma_put(vc, iov, n, &nb);
 		if (mpi_errno)
 			return mpi_errno;
 		if (nb == iov_total(iov, n))
 			return MPI_SUCCESS;
-	} else {
-		/* queued behind others: the request keeps its own header copy */
-		MPIR_Assert(iov[0].iov_len == HDR_SZ);
 	}
+
+	return queue_rest(vc, iov, n, nb, sreq_ptr);
+}
+
+/* Queue what start_msg's put left of iov (nb bytes went): a request that
+ * keeps the header (in place if it is the staged one). */
+static int queue_rest(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t nb,
+		      MPIR_Request **sreq_ptr)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	MPIR_Request *sreq;
+	int mpi_errno = MPI_SUCCESS;
 
 	sreq = create_send_request();
 	MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
 	if (iov[0].iov_base != vcch->tx_pkt) {
-		sreq->dev.pending_pkt = *(MPIDI_CH3_Pkt_t *) iov[0].iov_base;
+		/* queued behind others: the request keeps its own header copy */
+		memcpy(&sreq->dev.pending_pkt, iov[0].iov_base, HDR_SZ);
+		MPIDI_CH3I_Wire_encode(&sreq->dev.pending_pkt, iov[0].iov_len);
 		iov[0].iov_base = &sreq->dev.pending_pkt;
 	}
 	set_request_iov(sreq, iov, n, nb);
@@ -92,13 +109,39 @@ static int start_msg(MPIDI_VC_t *vc, struct iovec *iov, int n, MPIR_Request **sr
 	return mpi_errno;
 }
 
+static void check_hdr_len(intptr_t hdr_sz)
+{
+	MPIR_Assert(hdr_sz >= (intptr_t) MPIDI_CH3I_WIRE_MIN_HDR && hdr_sz <= HDR_SZ);
+}
+
 int MPIDI_CH3_iStartMsg(MPIDI_VC_t *vc, void *hdr, intptr_t hdr_sz, MPIR_Request **sreq_ptr)
 {
+	MPIDI_CH3I_VC *vcch = &vc->ch;
 	struct iovec iov[1];
 
-	MPIR_Assert(hdr_sz <= HDR_SZ);
+	check_hdr_len(hdr_sz);
+	/* the common case in a few lines: a header alone, nothing queued,
+	 * all of it taken (a header is too small for a zero-copy put) */
+	if (MPIDI_CH3I_SendQ_empty(vcch) && vcch->polled && !vcch->terminated) {
+		ssize_t rc;
+
+		memcpy(vcch->tx_pkt, hdr, HDR_SZ);
+		MPIDI_CH3I_Wire_encode(vcch->tx_pkt, (size_t) hdr_sz);
+		iov[0].iov_base = vcch->tx_pkt;
+		iov[0].iov_len = (size_t) hdr_sz;
+		rc = rdmach_put(vcch->conn, iov, 1);
+		if (rc == hdr_sz) {
+			*sreq_ptr = NULL;
+			return MPI_SUCCESS;
+		}
+		if (rc < 0)
+			return MPIDI_CH3I_Rdma_error(vc, "put", rc);
+		/* partly taken: the rest waits in the queue */
+		iov[0].iov_len = (size_t) hdr_sz;
+		return queue_rest(vc, iov, 1, (size_t) rc, sreq_ptr);
+	}
 	iov[0].iov_base = hdr;
-	iov[0].iov_len = HDR_SZ;
+	iov[0].iov_len = (size_t) hdr_sz;
 	return start_msg(vc, iov, 1, sreq_ptr);
 }
 
@@ -107,9 +150,8 @@ int MPIDI_CH3_iStartMsgv(MPIDI_VC_t *vc, struct iovec *iov, int n_iov, MPIR_Requ
 	struct iovec local[MPL_IOV_LIMIT];
 
 	MPIR_Assert(n_iov >= 1 && n_iov <= MPL_IOV_LIMIT);
-	MPIR_Assert(iov[0].iov_len <= HDR_SZ);
+	check_hdr_len((intptr_t) iov[0].iov_len);
 	memcpy(local, iov, n_iov * sizeof(*iov));
-	local[0].iov_len = HDR_SZ;
 	return start_msg(vc, local, n_iov, sreq_ptr);
 }
 
@@ -121,9 +163,10 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 	size_t nb = 0;
 	int mpi_errno, complete;
 
-	sreq->dev.pending_pkt = *(MPIDI_CH3_Pkt_t *) iov[0].iov_base;
+	if (iov[0].iov_base != &sreq->dev.pending_pkt)
+		memcpy(&sreq->dev.pending_pkt, iov[0].iov_base, HDR_SZ);
+	MPIDI_CH3I_Wire_encode(&sreq->dev.pending_pkt, iov[0].iov_len);
 	iov[0].iov_base = &sreq->dev.pending_pkt;
-	iov[0].iov_len = HDR_SZ;
 	set_request_iov(sreq, iov, n, 0);
 
 	if (!MPIDI_CH3I_SendQ_empty(vcch))
@@ -151,9 +194,9 @@ int MPIDI_CH3_iSend(MPIDI_VC_t *vc, MPIR_Request *sreq, void *hdr, intptr_t hdr_
 {
 	struct iovec iov[1];
 
-	MPIR_Assert(hdr_sz <= HDR_SZ);
+	check_hdr_len(hdr_sz);
 	iov[0].iov_base = hdr;
-	iov[0].iov_len = HDR_SZ;
+	iov[0].iov_len = (size_t) hdr_sz;
 	return send_with_request(vc, sreq, iov, 1);
 }
 
@@ -162,7 +205,7 @@ int MPIDI_CH3_iSendv(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int 
 	struct iovec local[MPL_IOV_LIMIT];
 
 	MPIR_Assert(n_iov >= 1 && n_iov <= MPL_IOV_LIMIT);
-	MPIR_Assert(iov[0].iov_len <= HDR_SZ);
+	check_hdr_len((intptr_t) iov[0].iov_len);
 	memcpy(local, iov, n_iov * sizeof(*iov));
 	return send_with_request(vc, sreq, local, n_iov);
 }

@@ -24,18 +24,30 @@
  * CPUs: then spinning starves the very peers we wait for, so an idle wait
  * sleeps almost at once (sendflood, 8 processes on 2 cores: >120 s with
  * sched_yield only, 32 s sleeping; ch3:sock's blocking poll: 36 s).
- *   RDMACH_CH3_YIELD_SPINS     idle passes between yields (64; 16 if
- *                              oversubscribed)
+ * Otherwise a wait spins: a sched_yield costs a system call, longer than a
+ * message takes (on Soft-RoCE under emulation it added 2 us of 15 to the
+ * MPI latency at one yield per 64 passes).  Other threads get CH3's lock
+ * every MPIDI_CH3I_LOCK_YIELD_SPINS idle passes in any case.
+ *   RDMACH_CH3_YIELD_SPINS     idle passes between sched_yields (1024; 16
+ *                              if oversubscribed)
  *   RDMACH_CH3_SLEEP_US        sleep per yield instead of sched_yield once
  *                              idle long enough; 0 = never (0; 1 if
  *                              oversubscribed: gives the CPU away for one
  *                              timer slack, ~50 us)
  *   RDMACH_CH3_SLEEP_AFTER_US  idle time before sleeping starts (0)
+ * and how much a VC reads ahead when it looks for the next header:
+ *   RDMACH_CH3_RX_STAGING      staging buffer bytes per VC (1024, at least
+ *                              2 * sizeof(MPIDI_CH3_Pkt_t)): one get takes
+ *                              several small packets at once; payload
+ *                              beyond it is read straight into the
+ *                              receive buffer
  */
+#define MPIDI_CH3I_LOCK_YIELD_SPINS 64u
 static struct {
 	unsigned yield_spins;
 	uint64_t sleep_after_ns;
 	unsigned sleep_us;
+	size_t rx_staging;
 } idle_policy;
 
 static unsigned env_uint(const char *name, unsigned deflt)
@@ -59,11 +71,19 @@ static void idle_policy_init(void)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int oversubscribed = cpus > 0 && MPIR_Process.local_size > cpus;
 
-	idle_policy.yield_spins = env_uint("RDMACH_CH3_YIELD_SPINS", oversubscribed ? 16 : 64);
+	idle_policy.yield_spins = env_uint("RDMACH_CH3_YIELD_SPINS", oversubscribed ? 16 : 1024);
 	if (!idle_policy.yield_spins)
 		idle_policy.yield_spins = 1;
 	idle_policy.sleep_after_ns = (uint64_t) env_uint("RDMACH_CH3_SLEEP_AFTER_US", 0) * 1000;
 	idle_policy.sleep_us = env_uint("RDMACH_CH3_SLEEP_US", oversubscribed ? 1 : 0);
+	idle_policy.rx_staging = env_uint("RDMACH_CH3_RX_STAGING", 1024);
+	if (idle_policy.rx_staging < 2 * HDR_SZ)
+		idle_policy.rx_staging = 2 * HDR_SZ;
+}
+
+size_t MPIDI_CH3I_Rx_staging_size(void)
+{
+	return idle_policy.rx_staging;
 }
 
 static uint64_t now_ns(void)
@@ -81,6 +101,36 @@ volatile int MPIDI_CH3I_progress_wakeup_signalled = FALSE;
 #endif
 
 static MPIDI_CH3_PktHandler_Fcn *pkt_handlers[MPIDI_CH3_PKT_END_CH3 + 1];
+
+/* The VCs a pass polls: every peer, and this process's own VC only once
+ * something was sent on it (CH3 keeps self-messages to itself, so normally
+ * never).  The pass starts where the last one stopped, so a peer whose
+ * packets keep completing requests cannot starve the others. */
+static MPIDI_VC_t **poll_vcs;
+static int n_poll_vcs, next_poll_vc;
+
+static int poll_list_init(void)
+{
+	MPIDI_PG_t *pg = MPIDI_Process.my_pg;
+
+	poll_vcs = MPL_malloc(pg->size * sizeof(*poll_vcs), MPL_MEM_OTHER);
+	if (!poll_vcs)
+		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+					    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
+	n_poll_vcs = 0;
+	for (int i = 0; i < pg->size; i++)
+		if (i != MPIDI_Process.my_pg_rank) {
+			pg->vct[i].ch.polled = 1;
+			poll_vcs[n_poll_vcs++] = &pg->vct[i];
+		}
+	return MPI_SUCCESS;
+}
+
+static void poll_self(MPIDI_VC_t *vc)
+{
+	vc->ch.polled = 1;
+	poll_vcs[n_poll_vcs++] = vc;
+}
 
 int MPIDI_CH3I_Rdma_error(MPIDI_VC_t *vc, const char *what, ssize_t err)
 {
@@ -121,6 +171,8 @@ int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb)
 
 	if (vc->ch.terminated)
 		return MPIDI_CH3I_Rdma_error(vc, "put", -EPIPE);
+	if (unlikely(!vc->ch.polled))
+		poll_self(vc);
 	rc = rdmach_put(vc->ch.conn, iov, n);
 	if (rc < 0)
 		return MPIDI_CH3I_Rdma_error(vc, "put", rc);
@@ -130,6 +182,8 @@ int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb)
 
 int MPIDI_CH3I_Rdma_enqueue(MPIDI_VC_t *vc, MPIR_Request *sreq)
 {
+	if (unlikely(!vc->ch.polled))
+		poll_self(vc);
 	MPIDI_CH3I_SendQ_enqueue(&vc->ch, sreq);
 	return MPI_SUCCESS;
 }
@@ -196,23 +250,61 @@ static int rdma_get(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb)
 	return MPI_SUCCESS;
 }
 
-static int handle_packet(MPIDI_VC_t *vc)
+static int corrupt_stream(MPIDI_VC_t *vc)
+{
+	int mpi_errno = MPI_SUCCESS;
+	char msg[160];
+
+	vc->ch.terminated = 1;
+	snprintf(msg, sizeof(msg), "ch3:rdma: corrupt packet stream from rank %d "
+		 "(invalid packet header)", vc->pg_rank);
+	MPIR_ERR_SET1(mpi_errno, MPI_ERR_INTERN, "**fail", "**fail %s", msg);
+	return mpi_errno;
+}
+
+/* Read ahead into the staging buffer (its unread bytes moved to the
+ * front first).  *nb = bytes got. */
+static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
-	MPIDI_CH3_Pkt_t *pkt = (MPIDI_CH3_Pkt_t *) vcch->rx_pkt;
-	MPIR_Request *rreq = NULL;
-	intptr_t buflen = 0;
-	int mpi_errno = MPI_SUCCESS;
+	size_t unread = vcch->rx_len - vcch->rx_pos;
+	struct iovec iov;
 
-	vcch->rx_pkt_got = 0;
-	if ((unsigned) pkt->type >= MPIDI_CH3_PKT_END_CH3 || !pkt_handlers[pkt->type]) {
-		MPIR_ERR_SET1(mpi_errno, MPI_ERR_INTERN, "**fail", "**fail %s",
-			      "ch3:rdma: corrupt packet stream (unknown packet type)");
-		return mpi_errno;
+	if (vcch->rx_pos) {
+		memmove(vcch->rx_buf, vcch->rx_buf + vcch->rx_pos, unread);
+		vcch->rx_pos = 0;
+		vcch->rx_len = unread;
 	}
-	mpi_errno = pkt_handlers[pkt->type](vc, pkt, NULL, &buflen, &rreq);
+	iov.iov_base = vcch->rx_buf + unread;
+	iov.iov_len = idle_policy.rx_staging - unread;
+	return rdma_get(vc, &iov, 1, nb);
+}
+
+/* A whole header is in the staging buffer: hand it to CH3's handler with
+ * the staged bytes after it (the handler takes what it can use; handlers
+ * copy what they keep of a header, as nemesis's cells are reused too). */
+static int handle_packet(MPIDI_VC_t *vc, size_t hdr_len)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	MPIDI_CH3_Pkt_t *pkt = (MPIDI_CH3_Pkt_t *) (vcch->rx_buf + vcch->rx_pos);
+	MPIR_Request *rreq = NULL;
+	intptr_t buflen;
+	int mpi_errno;
+
+	/* in place when aligned (the first packet of a get always is) */
+	if ((uintptr_t) pkt % _Alignof(MPIDI_CH3_Pkt_t)) {
+		memcpy(vcch->rx_pkt, pkt, hdr_len);
+		pkt = vcch->rx_pkt;
+	}
+	MPIDI_CH3I_Wire_decode(pkt);
+	vcch->rx_pos += hdr_len;
+	if (!pkt_handlers[pkt->type])
+		return corrupt_stream(vc);
+	buflen = (intptr_t) (vcch->rx_len - vcch->rx_pos);
+	mpi_errno = pkt_handlers[pkt->type](vc, pkt, vcch->rx_buf + vcch->rx_pos, &buflen, &rreq);
 	if (mpi_errno)
 		return mpi_errno;
+	vcch->rx_pos += (size_t) buflen;
 	if (rreq) {
 		rreq->dev.iov_offset = 0;
 		vcch->recv_active = rreq;
@@ -220,46 +312,80 @@ static int handle_packet(MPIDI_VC_t *vc)
 	return MPI_SUCCESS;
 }
 
+/* Fill the active request's iovec: staged bytes first, then straight from
+ * rdmach.  *nb = bytes placed; *done = the iovec is full. */
+static int recv_payload(MPIDI_VC_t *vc, MPIR_Request *rreq, size_t *nb, int *done)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	size_t off = rreq->dev.iov_offset, got = 0;
+	int mpi_errno;
+
+	if (vcch->rx_pos < vcch->rx_len) {
+		for (size_t i = off; i < (size_t) rreq->dev.iov_count &&
+		     vcch->rx_pos + got < vcch->rx_len; i++) {
+			size_t n = MPL_MIN(rreq->dev.iov[i].iov_len, vcch->rx_len - vcch->rx_pos - got);
+
+			memcpy(rreq->dev.iov[i].iov_base, vcch->rx_buf + vcch->rx_pos + got, n);
+			got += n;
+		}
+		vcch->rx_pos += got;
+	} else if (off < (size_t) rreq->dev.iov_count) {
+		mpi_errno = rdma_get(vc, rreq->dev.iov + off, rreq->dev.iov_count - (int) off, &got);
+		if (mpi_errno)
+			return mpi_errno;
+	}
+	*done = iov_advance(rreq->dev.iov, rreq->dev.iov_count, &off, got);
+	rreq->dev.iov_offset = off;
+	*nb = got;
+	return MPI_SUCCESS;
+}
+
+/* Receive from vc until nothing more is there or a request completed. */
 static int poll_recv(MPIDI_VC_t *vc, int *progressed)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
-	int mpi_errno = MPI_SUCCESS, more;
-	struct iovec iov;
+	unsigned start_count = MPIDI_CH3I_progress_completion_count;
+	int mpi_errno = MPI_SUCCESS, more, done;
 	size_t nb;
 
-	/* after CH3's close handshake nothing more comes from the peer */
-	while (!vcch->terminated && !vcch->terminate_pending) {
+	/* after CH3's close handshake nothing more comes from the peer; after
+	 * a completion the caller may be satisfied: let it look first */
+	while (!vcch->terminated && !vcch->terminate_pending &&
+	       start_count == MPIDI_CH3I_progress_completion_count) {
 		MPIR_Request *rreq = vcch->recv_active;
 
 		if (!rreq) {
-			iov.iov_base = (char *) vcch->rx_pkt + vcch->rx_pkt_got;
-			iov.iov_len = HDR_SZ - vcch->rx_pkt_got;
-			mpi_errno = rdma_get(vc, &iov, 1, &nb);
-			if (mpi_errno || nb == 0)
-				break;
-			*progressed = 1;
-			vcch->rx_pkt_got += nb;
-			if (vcch->rx_pkt_got < HDR_SZ)
-				break;
-			mpi_errno = handle_packet(vc);
+			size_t unread = vcch->rx_len - vcch->rx_pos, hdr_len = 0;
+
+			if (unread >= MPIDI_CH3I_WIRE_MIN_HDR) {
+				hdr_len = MPIDI_CH3I_Wire_hdr_len(vcch->rx_buf + vcch->rx_pos);
+				if (!hdr_len)
+					return corrupt_stream(vc);
+			}
+			if (!hdr_len || unread < hdr_len) {
+				mpi_errno = staging_refill(vc, &nb);
+				if (mpi_errno || nb == 0)
+					break;
+				vcch->rx_len += nb;
+				*progressed = 1;
+				continue;
+			}
+			mpi_errno = handle_packet(vc, hdr_len);
 			if (mpi_errno)
 				break;
 			continue;
 		}
 
-		size_t off = rreq->dev.iov_offset;
+		int staged = vcch->rx_pos < vcch->rx_len;
 
-		if (off < (size_t) rreq->dev.iov_count) {
-			mpi_errno = rdma_get(vc, rreq->dev.iov + off,
-					     rreq->dev.iov_count - (int) off, &nb);
-			if (mpi_errno || nb == 0)
-				break;
-			*progressed = 1;
-			if (!iov_advance(rreq->dev.iov, rreq->dev.iov_count, &off, nb)) {
-				rreq->dev.iov_offset = off;
-				break;
-			}
-			rreq->dev.iov_offset = off;
+		mpi_errno = recv_payload(vc, rreq, &nb, &done);
+		if (mpi_errno)
+			break;
+		*progressed |= nb > 0;
+		if (!done) {
+			if (staged)
+				continue;	/* now straight from rdmach */
+			break;			/* rdmach has no more for now */
 		}
 		mpi_errno = request_data_done(vc, rreq, &more);
 		if (mpi_errno)
@@ -270,16 +396,19 @@ static int poll_recv(MPIDI_VC_t *vc, int *progressed)
 	return mpi_errno;
 }
 
-/* One pass over every VC.  *progressed: some byte moved. */
+/* One pass over the polled VCs, cut short once a request completes (the
+ * waiter may be done: return to it at once).  *progressed: a byte moved. */
 static int progress_pass(int *progressed)
 {
-	MPIDI_PG_t *pg = MPIDI_Process.my_pg;
+	unsigned start_count = MPIDI_CH3I_progress_completion_count;
 	int mpi_errno = MPI_SUCCESS;
 
-	for (int i = 0; i < pg->size; i++) {
-		MPIDI_VC_t *vc = &pg->vct[i];
+	for (int k = 0; k < n_poll_vcs; k++) {
+		MPIDI_VC_t *vc = poll_vcs[next_poll_vc];
 
-		if (vc->ch.terminated || !vc->ch.conn)
+		if (++next_poll_vc == n_poll_vcs)
+			next_poll_vc = 0;
+		if (vc->ch.terminated)
 			continue;
 		if (!MPIDI_CH3I_SendQ_empty(&vc->ch) || vc->ch.terminate_pending) {
 			mpi_errno = drain_sendq(vc, progressed);
@@ -287,7 +416,7 @@ static int progress_pass(int *progressed)
 				break;
 		}
 		mpi_errno = poll_recv(vc, progressed);
-		if (mpi_errno)
+		if (mpi_errno || start_count != MPIDI_CH3I_progress_completion_count)
 			break;
 	}
 	return mpi_errno;
@@ -305,8 +434,8 @@ static int progress_test(void)
 
 static int progress_wait(MPID_Progress_state *state)
 {
-	int mpi_errno = MPI_SUCCESS;
-	unsigned idle = 0;
+	int mpi_errno = MPI_SUCCESS, yielded = 0;
+	unsigned spins = idle_policy.yield_spins;
 	uint64_t idle_since = 0;
 
 	while (state->ch.completion_count == MPIDI_CH3I_progress_completion_count) {
@@ -323,16 +452,21 @@ static int progress_wait(MPID_Progress_state *state)
 		if (mpi_errno)
 			break;
 		if (progressed) {
-			idle = 0;
+			spins = idle_policy.yield_spins;
+			yielded = 0;
 			continue;
 		}
-		if (++idle % idle_policy.yield_spins)
+		if (--spins) {
+			/* let other threads in (they may post what we wait for) */
+			if (spins % MPIDI_CH3I_LOCK_YIELD_SPINS == 0)
+				MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
 			continue;
-		/* let other threads in (they may post what we wait for) */
+		}
+		spins = idle_policy.yield_spins;
 		MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
 		if (!idle_policy.sleep_us) {
 			sched_yield();
-		} else if (idle == idle_policy.yield_spins) {
+		} else if (!yielded++) {
 			idle_since = now_ns();
 			sched_yield();
 		} else if (now_ns() - idle_since >= idle_policy.sleep_after_ns) {
@@ -398,7 +532,15 @@ int MPIDI_CH3I_Progress_init(void)
 	return MPIDI_CH3_PktHandler_Init(pkt_handlers, MPIDI_CH3_PKT_END_CH3 + 1);
 }
 
+int MPIDI_CH3I_Progress_connected(void)
+{
+	return poll_list_init();
+}
+
 int MPIDI_CH3I_Progress_finalize(void)
 {
+	MPL_free(poll_vcs);
+	poll_vcs = NULL;
+	n_poll_vcs = next_poll_vc = 0;
 	return MPI_SUCCESS;
 }

@@ -20,19 +20,22 @@ struct rdmach_conn;
 union MPIDI_CH3_Pkt;
 
 /* Per-VC channel state: a FIFO of requests still (partly) to be put, and
- * the receive side: either a packet header being assembled or the request
- * whose iovec the payload is read into. */
+ * the receive side: bytes got ahead into a staging buffer (where headers
+ * are framed and small payloads handed to CH3's handlers in place), and
+ * the request whose iovec the rest of a payload is read into. */
 typedef struct MPIDI_CH3I_VC {
 	struct MPIR_Request *sendq_head;
 	struct MPIR_Request *sendq_tail;
 	struct rdmach_conn *conn;	/* NULL until rdmach_connect */
 	struct MPIR_Request *recv_active;
-	union MPIDI_CH3_Pkt *rx_pkt;	/* header being received */
-	size_t rx_pkt_got;		/* bytes of *rx_pkt received so far */
+	char *rx_buf;			/* staging: [rx_pos, rx_len) unread */
+	size_t rx_pos, rx_len;
+	union MPIDI_CH3_Pkt *rx_pkt;	/* aligned copy of a misaligned header */
 	/* Header of a send started with an empty queue.  It stays put while
 	 * that send is queued: a zero-copy put must be retried with the same
 	 * iovec bases. */
 	union MPIDI_CH3_Pkt *tx_pkt;
+	int polled;			/* in the progress engine's poll list */
 	int terminate_pending;		/* CH3 closed the VC; sendq not empty */
 	int terminated;			/* closed: no longer polled */
 } MPIDI_CH3I_VC;

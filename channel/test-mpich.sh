@@ -72,6 +72,10 @@ progs() {
 		run "fhello-np$np" 60 mpiexec -n "$np" "$bin/fhello"
 		run "mpi_exchange-np$np" 300 mpiexec -n "$np" "$bin/mpi_exchange"
 	done
+	# the channel's framing with the smallest staging buffer (headers cut
+	# at its end, several packets per get) over a 4 KiB shm ring
+	run mpi_exchange-np3-tiny-staging 300 env RDMACH_CH3_RX_STAGING=160 \
+		RDMACH_SHM_RING_SIZE=4096 mpiexec -n 3 "$bin/mpi_exchange" 1048576
 	[ -x "$bin/mpi_latency" ] && run mpi_latency-np2 300 mpiexec -n 2 "$bin/mpi_latency"
 	[ -x "$bin/mpi_bw" ] && run mpi_bw-np2 300 mpiexec -n 2 "$bin/mpi_bw"
 	return 0

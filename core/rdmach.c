@@ -4,6 +4,7 @@
  * put/get to the transport, counters, finalize.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,10 +51,14 @@ static const struct rdmach_tl_ops *const core_tl_ops[RDMACH_TL_MAX] = {
 /*
  * Live contexts, so that a stale handle (used after finalize) is refused
  * with -EBADF instead of being dereferenced.  Written under the mutex in
- * init/finalize, read without it on the fast path.
+ * init/finalize, read without it on the fast path.  Beside each context
+ * the address range of its connection array, so that checking a
+ * connection handle reads this table only (no context memory).
  */
 #define CORE_MAX_CTX 16
 static struct rdmach_ctx *core_live[CORE_MAX_CTX];
+static uintptr_t core_live_conns[CORE_MAX_CTX][2];	/* [lo, hi) */
+static int core_live_slots;	/* slots ever used: the lookup's bound */
 static pthread_mutex_t core_live_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct core_ctx_extra {
@@ -62,16 +67,9 @@ struct core_ctx_extra {
 	int print_stats;
 };
 
-/* Per-connection state the core keeps beside the public counters. */
-struct core_conn_extra {
-	uint64_t stall_since_ns;
-	int stall_warned;
-};
-
 struct core_ctx {
 	struct rdmach_ctx pub;
 	struct core_ctx_extra x;
-	struct core_conn_extra *cx;	/* [size] */
 };
 
 static struct core_ctx *core_of(const struct rdmach_ctx *ctx)
@@ -79,6 +77,16 @@ static struct core_ctx *core_of(const struct rdmach_ctx *ctx)
 	return (struct core_ctx *)ctx;
 }
 
+static void core_set_conn_range(int slot, const struct rdmach_ctx *ctx)
+{
+	uintptr_t lo = ctx ? (uintptr_t)ctx->conns : 0;
+	uintptr_t hi = ctx ? (uintptr_t)(ctx->conns + ctx->size) : 0;
+
+	__atomic_store_n(&core_live_conns[slot][0], lo, __ATOMIC_RELEASE);
+	__atomic_store_n(&core_live_conns[slot][1], hi, __ATOMIC_RELEASE);
+}
+
+/* ctx->conns and ctx->size are set before registration. */
 static int core_register(struct rdmach_ctx *ctx)
 {
 	int i, ret = -ENOMEM;
@@ -86,7 +94,11 @@ static int core_register(struct rdmach_ctx *ctx)
 	pthread_mutex_lock(&core_live_lock);
 	for (i = 0; i < CORE_MAX_CTX; i++) {
 		if (!core_live[i]) {
+			core_set_conn_range(i, ctx);
 			__atomic_store_n(&core_live[i], ctx, __ATOMIC_RELEASE);
+			if (i >= core_live_slots)
+				__atomic_store_n(&core_live_slots, i + 1,
+						 __ATOMIC_RELEASE);
 			ret = 0;
 			break;
 		}
@@ -102,9 +114,12 @@ static void core_unregister(struct rdmach_ctx *ctx)
 	int i;
 
 	pthread_mutex_lock(&core_live_lock);
-	for (i = 0; i < CORE_MAX_CTX; i++)
-		if (core_live[i] == ctx)
+	for (i = 0; i < CORE_MAX_CTX; i++) {
+		if (core_live[i] == ctx) {
 			__atomic_store_n(&core_live[i], NULL, __ATOMIC_RELEASE);
+			core_set_conn_range(i, NULL);
+		}
+	}
 	pthread_mutex_unlock(&core_live_lock);
 }
 
@@ -118,19 +133,33 @@ static int core_ctx_live(const struct rdmach_ctx *ctx)
 	return 0;
 }
 
-static int core_conn_live(const struct rdmach_conn *conn)
+static int core_conn_live_slow(uintptr_t a)
 {
-	int i;
+	int i, n = __atomic_load_n(&core_live_slots, __ATOMIC_ACQUIRE);
 
-	for (i = 0; i < CORE_MAX_CTX; i++) {
-		const struct rdmach_ctx *ctx =
-			__atomic_load_n(&core_live[i], __ATOMIC_ACQUIRE);
+	for (i = 1; i < n; i++) {
+		uintptr_t lo = __atomic_load_n(&core_live_conns[i][0],
+					       __ATOMIC_ACQUIRE);
 
-		if (ctx && conn >= ctx->conns && conn < ctx->conns + ctx->size)
-			return ((const char *)conn - (const char *)ctx->conns) %
-				       sizeof(*conn) == 0;
+		if (a >= lo && a < __atomic_load_n(&core_live_conns[i][1],
+						   __ATOMIC_RELAXED))
+			return (a - lo) % sizeof(struct rdmach_conn) == 0;
 	}
 	return 0;
+}
+
+/* Is conn a connection of a live context?  Slot 0 (the one context of
+ * nearly every program) is checked inline: one unsigned compare covers
+ * both ends of its range (an empty slot has lo == hi). */
+static inline int core_conn_live(const struct rdmach_conn *conn)
+{
+	uintptr_t a = (uintptr_t)conn;
+	uintptr_t lo = __atomic_load_n(&core_live_conns[0][0], __ATOMIC_ACQUIRE);
+	uintptr_t hi = __atomic_load_n(&core_live_conns[0][1], __ATOMIC_RELAXED);
+
+	if (__builtin_expect(a - lo < hi - lo, 1))
+		return (a - lo) % sizeof(*conn) == 0;
+	return core_conn_live_slow(a);
 }
 
 int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
@@ -301,8 +330,7 @@ int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob)
 		goto err_free;
 	ret = -ENOMEM;
 	c->pub.conns = calloc((size_t)oob->size, sizeof(*c->pub.conns));
-	c->cx = calloc((size_t)oob->size, sizeof(*c->cx));
-	if (!c->pub.conns || !c->cx)
+	if (!c->pub.conns)
 		goto err_free;
 	for (i = 0; i < oob->size; i++) {
 		c->pub.conns[i].ctx = &c->pub;
@@ -320,7 +348,6 @@ int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob)
 err_close:
 	core_close_transports(&c->pub, rdmach_now_ns());
 err_free:
-	free(c->cx);
 	free(c->pub.conns);
 	free(c);
 	return ret;
@@ -532,46 +559,43 @@ int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp)
 
 /* ---- data path -------------------------------------------------------- */
 
-static int core_check_call(const struct rdmach_conn *conn,
-			   const struct iovec *iov, int iovcnt, size_t *total)
+/* Argument checks of put and get; 0 and *total set, or a negative errno.
+ * The common call (a live, connected handle and one iovec piece) takes
+ * the first branches only. */
+static inline int core_check_call(const struct rdmach_conn *conn,
+				  const struct iovec *iov, int iovcnt,
+				  size_t *total)
 {
-	if (!conn)
+	if (__builtin_expect(!core_conn_live(conn), 0))
+		return conn ? -EBADF : -EINVAL;
+	if (__builtin_expect(iovcnt == 1 && iov && iov->iov_base &&
+			     iov->iov_len <= (size_t)SSIZE_MAX, 1))
+		*total = iov->iov_len;
+	else if (rdmach_iov_check(iov, iovcnt, total))
 		return -EINVAL;
-	if (!core_conn_live(conn))
-		return -EBADF;
-	if (rdmach_iov_check(iov, iovcnt, total))
-		return -EINVAL;
-	if (!conn->tl)
+	if (__builtin_expect(!conn->tl, 0))
 		return -ENOTCONN;
 	return 0;
 }
 
 /* Warn once when a connection's puts have made no progress for long. */
-static void core_note_stall(struct rdmach_conn *conn, int progressed)
+static void core_note_stall(struct rdmach_conn *conn)
 {
 	struct core_ctx *c = core_of(conn->ctx);
-	struct core_conn_extra *x = &c->cx[conn->peer];
 	uint64_t now;
 
-	if (progressed) {
-		if (x->stall_since_ns) {	/* no store on the fast path */
-			x->stall_since_ns = 0;
-			x->stall_warned = 0;
-		}
-		return;
-	}
-	if (!c->x.stall_warn_ns || x->stall_warned)
+	if (!c->x.stall_warn_ns || conn->stall_warned)
 		return;
 	now = rdmach_now_ns();
-	if (!x->stall_since_ns) {
-		x->stall_since_ns = now;
-	} else if (now - x->stall_since_ns > c->x.stall_warn_ns) {
-		x->stall_warned = 1;
+	if (!conn->stall_since_ns) {
+		conn->stall_since_ns = now;
+	} else if (now - conn->stall_since_ns > c->x.stall_warn_ns) {
+		conn->stall_warned = 1;
 		rdmach_warn("put to rank %d (%s) has made no progress for "
 			    "%.1f s: its ring is full or a zero-copy read is "
 			    "pending; is the peer calling get?",
 			    conn->peer, conn->tl->ops->name,
-			    (double)(now - x->stall_since_ns) / 1e9);
+			    (double)(now - conn->stall_since_ns) / 1e9);
 	}
 }
 
@@ -592,9 +616,13 @@ ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 	if (n > 0) {
 		conn->stats.bytes_put += (uint64_t)n;
 		conn->stats.msgs_put++;
+		if (__builtin_expect(conn->stall_since_ns != 0, 0)) {
+			conn->stall_since_ns = 0;
+			conn->stall_warned = 0;
+		}
+	} else if (n == 0) {
+		core_note_stall(conn);
 	}
-	if (n >= 0)
-		core_note_stall(conn, n > 0);
 	return n;
 }
 
@@ -652,7 +680,6 @@ int rdmach_finalize(rdmach_ctx_t **ctxp)
 		rdmach_print_stats(ctx, stderr);
 	core_unregister(ctx);
 	core_close_transports(ctx, rdmach_now_ns() + ctx->finalize_timeout_ns);
-	free(c->cx);
 	free(ctx->conns);
 	free(c);
 	*ctxp = NULL;

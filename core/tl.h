@@ -60,6 +60,8 @@ struct rdmach_conn {
 	void *priv;			/* transport's per-connection state */
 	int peer;
 	int err;			/* 0, or the negative errno of a failure */
+	int stall_warned;		/* puts stalled: said so once */
+	uint64_t stall_since_ns;	/* first put that took nothing, or 0 */
 	rdmach_stats_t stats;
 	char errmsg[256];
 };

@@ -214,6 +214,18 @@ struct ring_scan {
 int64_t ring_rx_scan(struct ring_rx *rx, struct ring_scan *sc, int bottom_fill,
 		     uint64_t limit);
 
+/* A first, cheap test for a polling loop: does the flag word at the
+ * consumer position carry the expected sequence number?  (Nothing has
+ * arrived if not; ring_rx_peek checks the rest.) */
+static inline int ring_rx_head_arrived(const struct ring_rx *rx)
+{
+	const uint64_t *flag = (const uint64_t *)(const void *)
+			       (rx->ring + (rx->pos & (rx->size - 1)));
+
+	return ring_flag_seq(__atomic_load_n(flag, __ATOMIC_ACQUIRE)) ==
+	       rx->seq;
+}
+
 /* Done with the packet at pos: clear its flag positions, advance. */
 void ring_rx_consume(struct ring_rx *rx, const struct ring_pkt *pkt);
 

@@ -68,6 +68,7 @@ struct shm_conn {
 	struct shm_ring_ctrl *tx_ctrl;
 	uint64_t tx_size, tx_mask;
 	uint64_t tx_head;		/* ring bytes written */
+	uint64_t small_max;		/* largest put of one packet, no CMA */
 	uint64_t tx_tail;		/* cached copy of tx_ctrl->tail */
 	uint32_t tx_seq;		/* next packet's sequence number */
 	uint64_t next_rndv_id;
@@ -78,11 +79,13 @@ struct shm_conn {
 	struct shm_ring_ctrl *rx_ctrl;
 	uint64_t rx_mask;
 	uint64_t rx_head;		/* ring bytes consumed */
+	uint64_t rx_released;		/* ... and given back (<= rx_head) */
 	uint32_t rx_seq;		/* sequence number expected next */
 	uint64_t rx_off;		/* bytes of the current packet consumed */
 
 	/* liveness */
-	uint32_t idle_polls;
+	uint32_t idle_polls;		/* sends that found the ring full */
+	uint32_t rx_idle_polls;		/* gets that found nothing */
 	uint64_t next_check_ns;
 };
 
@@ -104,12 +107,39 @@ static inline struct shm_tl *shm_tl_of(struct rdmach_tl *tl)
 	return (struct shm_tl *)tl;
 }
 
+/* memcpy without the call for what fits in a line (most messages of an
+ * MPI program): two overlapping moves of a power-of-two size. */
+static inline void shm_copy(void *dst, const void *src, size_t len)
+{
+	char *d = dst;
+	const char *s = src;
+
+	if (len > SHM_LINE) {
+		memcpy(d, s, len);
+	} else if (len >= 32) {
+		memcpy(d, s, 32);
+		memcpy(d + len - 32, s + len - 32, 32);
+	} else if (len >= 16) {
+		memcpy(d, s, 16);
+		memcpy(d + len - 16, s + len - 16, 16);
+	} else if (len >= 8) {
+		memcpy(d, s, 8);
+		memcpy(d + len - 8, s + len - 8, 8);
+	} else if (len >= 4) {
+		memcpy(d, s, 4);
+		memcpy(d + len - 4, s + len - 4, 4);
+	} else {
+		while (len--)
+			*d++ = *s++;
+	}
+}
+
 /* Cursor copies with the common case (the current piece holds it all)
  * inline; same cursor semantics as core/iov.c. */
 static inline size_t shm_gather(struct rdmach_iovc *c, void *dst, size_t len)
 {
 	if (c->idx < c->cnt && c->iov[c->idx].iov_len - c->off >= len) {
-		memcpy(dst, (const char *)c->iov[c->idx].iov_base + c->off, len);
+		shm_copy(dst, (const char *)c->iov[c->idx].iov_base + c->off, len);
 		c->off += len;
 		return len;
 	}
@@ -120,7 +150,7 @@ static inline size_t shm_scatter(struct rdmach_iovc *c, const void *src,
 				 size_t len)
 {
 	if (c->idx < c->cnt && c->iov[c->idx].iov_len - c->off >= len) {
-		memcpy((char *)c->iov[c->idx].iov_base + c->off, src, len);
+		shm_copy((char *)c->iov[c->idx].iov_base + c->off, src, len);
 		c->off += len;
 		return len;
 	}
@@ -176,19 +206,24 @@ static int shm_peer_dead(const struct shm_conn *sc)
 	return shm_proc_is_zombie(sc->pid);
 }
 
+/* Time for a liveness probe?  Reads the clock; a probe every liveness_ns. */
+static int shm_peer_check_due(struct shm_conn *sc)
+{
+	uint64_t now = rdmach_now_ns();
+
+	if (now < sc->next_check_ns)
+		return 0;
+	sc->next_check_ns = now + sc->tl->liveness_ns;
+	return 1;
+}
+
 /* Rate-limited check, for idle polls: a clock read every SHM_IDLE_POLLS
  * calls, a liveness probe every liveness_ns. */
 static int shm_idle_peer_dead(struct shm_conn *sc)
 {
-	uint64_t now;
-
 	if (++sc->idle_polls % SHM_IDLE_POLLS)
 		return 0;
-	now = rdmach_now_ns();
-	if (now < sc->next_check_ns)
-		return 0;
-	sc->next_check_ns = now + sc->tl->liveness_ns;
-	return shm_peer_dead(sc);
+	return shm_peer_check_due(sc) && shm_peer_dead(sc);
 }
 
 static int shm_fail_dead(struct shm_conn *sc, const char *when)
@@ -206,18 +241,34 @@ static inline uint64_t shm_load_hdr(const uint8_t *p)
 				    memory_order_acquire);
 }
 
-/* Zero every line start of a consumed packet (lap guard, see shm_ring.h)
- * and move on. */
-static void shm_rx_consume(struct shm_conn *sc, uint8_t *p, uint64_t span)
+/* A packet was read: move on.  Its space goes back to the writer later,
+ * in shm_rx_release. */
+static void shm_rx_consume(struct shm_conn *sc, uint64_t span)
 {
-	uint64_t off;
-
-	for (off = 0; off < span; off += SHM_LINE)
-		atomic_store_explicit((_Atomic uint64_t *)(void *)(p + off), 0,
-				      memory_order_relaxed);
 	sc->rx_head += span;
 	sc->rx_seq++;
 	sc->rx_off = 0;
+}
+
+/* Return consumed space to the writer: zero every line start in it (lap
+ * guard, see shm_ring.h), then publish the tail.  Done when a get finds
+ * nothing (the reader is idle: the stores cost nobody time) or when a
+ * quarter of the ring is held back; never on the path from a packet's
+ * arrival to the reader's next put, where a store to a line the writer
+ * still shares would hold back the reader's own header store (x86 stores
+ * become visible in order). */
+static void shm_rx_release(struct shm_conn *sc)
+{
+	uint64_t off;
+
+	for (off = sc->rx_released; off != sc->rx_head; off += SHM_LINE)
+		atomic_store_explicit((_Atomic uint64_t *)(void *)
+				      (sc->rx_ring + (off & sc->rx_mask)), 0,
+				      memory_order_relaxed);
+	sc->rx_released = sc->rx_head;
+	atomic_store_explicit(&sc->rx_ctrl->tail, sc->rx_head,
+			      memory_order_release);
+	sc->conn->stats.credit_updates_sent++;
 }
 
 static int shm_rx_corrupt(struct shm_conn *sc, uint64_t h, const char *why)
@@ -315,7 +366,7 @@ static ssize_t shm_rx_rndv(struct shm_conn *sc, uint8_t *p, uint32_t len,
 	if (sc->rx_off == r->total) {
 		uint64_t id = r->id;
 
-		shm_rx_consume(sc, p, shm_pkt_span(len));
+		shm_rx_consume(sc, shm_pkt_span(len));
 		atomic_store_explicit(&sc->rx_ctrl->acked_id, id,
 				      memory_order_release);
 		sc->conn->stats.packets_received++;
@@ -328,7 +379,6 @@ static ssize_t shm_rx_rndv(struct shm_conn *sc, uint8_t *p, uint32_t len,
 static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			    size_t total)
 {
-	uint64_t start = sc->rx_head;
 	size_t done = 0;
 	ssize_t ret = 0;
 
@@ -342,7 +392,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 		if (shm_hdr_seq(h) != sc->rx_seq)
 			break;
 		if (shm_hdr_type(h) == SHM_PKT_SKIP) {
-			shm_rx_consume(sc, p, room);
+			shm_rx_consume(sc, room);
 			continue;
 		}
 		if (shm_pkt_span(len) > room) {
@@ -357,7 +407,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			sc->rx_off += n;
 			if (sc->rx_off < len)
 				break;
-			shm_rx_consume(sc, p, shm_pkt_span(len));
+			shm_rx_consume(sc, shm_pkt_span(len));
 			sc->conn->stats.packets_received++;
 		} else if (shm_hdr_type(h) == SHM_PKT_RNDV) {
 			ret = shm_rx_rndv(sc, p, len, c, total - done, &fin);
@@ -372,38 +422,86 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			break;
 		}
 	}
-	if (sc->rx_head != start) {
-		atomic_store_explicit(&sc->rx_ctrl->tail, sc->rx_head,
-				      memory_order_release);
-		sc->conn->stats.credit_updates_sent++;
-	}
+	if (sc->rx_head - sc->rx_released > (sc->rx_mask + 1) / 4)
+		shm_rx_release(sc);
 	if (ret < 0 && done == 0)
 		return ret;
 	return (ssize_t)done;
 }
 
-static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
-		       int iovcnt, size_t total)
+/* Nothing at the head of the ring: give consumed space back, and every
+ * SHM_IDLE_POLLS such polls (shm_get counts them) ask: has the stream
+ * ended?  The flags are read before a final drain, so bytes
+ * sent before the close/death are never lost. */
+static __attribute__((noinline)) ssize_t
+shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
+	    size_t total)
 {
-	struct shm_conn *sc = conn->priv;
 	struct rdmach_iovc c;
 	ssize_t n;
 
+	if (sc->rx_released != sc->rx_head) {
+		shm_rx_release(sc);
+		if (sc->rx_idle_polls % SHM_IDLE_POLLS)
+			return 0;
+	}
 	rdmach_iovc_init(&c, iov, iovcnt);
-	n = shm_rx_drain(sc, &c, total);
-	if (n != 0)
-		return n;
-	/* Idle: has the stream ended?  The flags are read before the final
-	 * drain, so bytes sent before the close/death are never lost. */
 	if (atomic_load_explicit(&sc->rx_ctrl->writer_closed,
 				 memory_order_acquire)) {
 		n = shm_rx_drain(sc, &c, total);
 		return n ? n : -ESHUTDOWN;
 	}
-	if (shm_idle_peer_dead(sc)) {
+	if (shm_peer_check_due(sc) && shm_peer_dead(sc)) {
 		n = shm_rx_drain(sc, &c, total);
 		return n ? n : shm_fail_dead(sc, "(nothing left to read)");
 	}
+	return 0;
+}
+
+/* Something is at the ring head (header h). */
+static __attribute__((noinline)) ssize_t
+shm_rx_arrived(struct shm_conn *sc, uint64_t h, const struct iovec *iov,
+	       int iovcnt, size_t total)
+{
+	uint32_t len = shm_hdr_len(h);
+	struct rdmach_iovc c;
+	ssize_t n;
+
+	rdmach_iovc_init(&c, iov, iovcnt);
+	/* a whole data packet that fits the first piece: most messages */
+	if (shm_hdr_type(h) == SHM_PKT_DATA && !sc->rx_off &&
+	    len <= iov[0].iov_len &&
+	    shm_pkt_span(len) <= sc->rx_mask + 1 - (sc->rx_head & sc->rx_mask)) {
+		shm_copy(iov[0].iov_base, sc->rx_ring +
+			 (sc->rx_head & sc->rx_mask) + SHM_HDR, len);
+		shm_rx_consume(sc, shm_pkt_span(len));
+		sc->conn->stats.packets_received++;
+		if (len == total || shm_hdr_seq(shm_load_hdr(sc->rx_ring +
+				(sc->rx_head & sc->rx_mask))) != sc->rx_seq) {
+			if (sc->rx_head - sc->rx_released > (sc->rx_mask + 1) / 4)
+				shm_rx_release(sc);
+			return len;
+		}
+		c.off = len;	/* more has come: the general loop goes on */
+		n = shm_rx_drain(sc, &c, total - len);
+		return n < 0 ? (ssize_t)len : (ssize_t)len + n;
+	}
+	return shm_rx_drain(sc, &c, total);
+}
+
+/* Kept small (no register saves): the empty poll is the hot loop of every
+ * waiter, one load and a compare. */
+static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
+		       int iovcnt, size_t total)
+{
+	struct shm_conn *sc = conn->priv;
+	uint64_t h = shm_load_hdr(sc->rx_ring + (sc->rx_head & sc->rx_mask));
+
+	if (shm_hdr_seq(h) == sc->rx_seq)
+		return shm_rx_arrived(sc, h, iov, iovcnt, total);
+	if (sc->rx_released != sc->rx_head ||
+	    ++sc->rx_idle_polls % SHM_IDLE_POLLS == 0)
+		return shm_rx_idle(sc, iov, iovcnt, total);
 	return 0;
 }
 
@@ -573,10 +671,10 @@ static ssize_t shm_tx_rndv_poll(struct shm_conn *sc, const struct iovec *iov,
 	return (ssize_t)sc->rndv.bytes;
 }
 
-static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
-		       int iovcnt, size_t total)
+static __attribute__((noinline)) ssize_t
+shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
+		size_t total)
 {
-	struct shm_conn *sc = conn->priv;
 	ssize_t n;
 
 	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
@@ -594,6 +692,36 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 			return n;
 	}
 	return shm_tx_copy(sc, iov, iovcnt, total);
+}
+
+/* Most messages: one packet (no rendezvous) that fits before the ring end
+ * and in the space the cached tail shows; everything else, and a closed
+ * reader, go the general way. */
+static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
+		       int iovcnt, size_t total)
+{
+	struct shm_conn *sc = conn->priv;
+	uint64_t need = shm_pkt_span(total);
+	uint64_t pos = sc->tx_head & sc->tx_mask;
+	uint8_t *p, *d;
+	int i;
+
+	if (total > sc->small_max || sc->rndv.active ||
+	    need > sc->tx_size - pos ||
+	    need > sc->tx_size - (sc->tx_head - sc->tx_tail) ||
+	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
+				 memory_order_acquire))
+		return shm_put_general(sc, iov, iovcnt, total);
+	p = sc->tx_ring + pos;
+	d = p + SHM_HDR;
+	for (i = 0; i < iovcnt; i++) {
+		shm_copy(d, iov[i].iov_base, iov[i].iov_len);
+		d += iov[i].iov_len;
+	}
+	shm_tx_post(sc, p, SHM_PKT_DATA, (uint32_t)total);
+	sc->tx_head += need;
+	sc->conn->stats.packets_sent++;
+	return (ssize_t)total;
 }
 
 /* ---- wire-up ----------------------------------------------------------- */
@@ -719,6 +847,9 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 	sc->tx_ctrl = shm_seg_ctrl(peer_seg, tx_slot);
 	sc->tx_size = shm_seg_hdr(peer_seg)->ring_size;
 	sc->tx_mask = sc->tx_size - 1;
+	sc->small_max = tl->chunk;
+	if (tl->cma && tl->cma_threshold <= sc->small_max)
+		sc->small_max = tl->cma_threshold - 1;
 	sc->tx_seq = 1;
 	sc->next_rndv_id = 1;
 	sc->rx_ring = shm_seg_ring(&tl->seg, rx_slot);
