@@ -599,7 +599,19 @@ static void core_note_stall(struct rdmach_conn *conn)
 	}
 }
 
-ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
+/* The one-piece call on a live, connected, healthy connection: the path
+ * of nearly every put and get, kept to a few compares before the
+ * transport (everything else goes through the full checks). */
+static inline int core_fast_call(const struct rdmach_conn *conn,
+				 const struct iovec *iov, int iovcnt)
+{
+	return iovcnt == 1 && iov && iov->iov_base &&
+	       iov->iov_len - 1 < (size_t)SSIZE_MAX && core_conn_live(conn) &&
+	       conn->tl && !conn->err;
+}
+
+static __attribute__((noinline)) ssize_t
+core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 {
 	size_t total;
 	ssize_t n;
@@ -616,17 +628,34 @@ ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 	if (n > 0) {
 		conn->stats.bytes_put += (uint64_t)n;
 		conn->stats.msgs_put++;
-		if (__builtin_expect(conn->stall_since_ns != 0, 0)) {
-			conn->stall_since_ns = 0;
-			conn->stall_warned = 0;
-		}
+		conn->stall_since_ns = 0;
+		conn->stall_warned = 0;
 	} else if (n == 0) {
 		core_note_stall(conn);
 	}
 	return n;
 }
 
-ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
+ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n;
+
+	/* a stall being timed goes the full way: it ends at the next success */
+	if (__builtin_expect(!core_fast_call(conn, iov, iovcnt) ||
+			     conn->stall_since_ns, 0))
+		return core_put_slow(conn, iov, iovcnt);
+	n = conn->tl->ops->put(conn, iov, 1, iov->iov_len);
+	if (__builtin_expect(n > 0, 1)) {
+		conn->stats.bytes_put += (uint64_t)n;
+		conn->stats.msgs_put++;
+	} else if (n == 0) {
+		core_note_stall(conn);
+	}
+	return n;
+}
+
+static __attribute__((noinline)) ssize_t
+core_get_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 {
 	size_t total;
 	ssize_t n;
@@ -642,6 +671,22 @@ ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 		conn->stats.bytes_got += (uint64_t)n;
 		conn->stats.msgs_got++;
 	} else if (n == 0 && conn->err) {
+		n = conn->err;
+	}
+	return n;
+}
+
+ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n;
+
+	if (__builtin_expect(!core_fast_call(conn, iov, iovcnt), 0))
+		return core_get_slow(conn, iov, iovcnt);
+	n = conn->tl->ops->get(conn, iov, 1, iov->iov_len);
+	if (n > 0) {
+		conn->stats.bytes_got += (uint64_t)n;
+		conn->stats.msgs_got++;
+	} else if (n == 0 && __builtin_expect(conn->err != 0, 0)) {
 		n = conn->err;
 	}
 	return n;

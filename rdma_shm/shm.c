@@ -464,17 +464,16 @@ shm_rx_arrived(struct shm_conn *sc, uint64_t h, const struct iovec *iov,
 	       int iovcnt, size_t total)
 {
 	uint32_t len = shm_hdr_len(h);
+	uint64_t off = sc->rx_head & sc->rx_mask, span = shm_pkt_span(len);
 	struct rdmach_iovc c;
 	ssize_t n;
 
-	rdmach_iovc_init(&c, iov, iovcnt);
 	/* a whole data packet that fits the first piece: most messages */
 	if (shm_hdr_type(h) == SHM_PKT_DATA && !sc->rx_off &&
-	    len <= iov[0].iov_len &&
-	    shm_pkt_span(len) <= sc->rx_mask + 1 - (sc->rx_head & sc->rx_mask)) {
-		shm_copy(iov[0].iov_base, sc->rx_ring +
-			 (sc->rx_head & sc->rx_mask) + SHM_HDR, len);
-		shm_rx_consume(sc, shm_pkt_span(len));
+	    len <= iov[0].iov_len && span <= sc->rx_mask + 1 - off) {
+		shm_copy(iov[0].iov_base, sc->rx_ring + off + SHM_HDR, len);
+		sc->rx_head += span;
+		sc->rx_seq++;
 		sc->conn->stats.packets_received++;
 		if (len == total || shm_hdr_seq(shm_load_hdr(sc->rx_ring +
 				(sc->rx_head & sc->rx_mask))) != sc->rx_seq) {
@@ -482,10 +481,12 @@ shm_rx_arrived(struct shm_conn *sc, uint64_t h, const struct iovec *iov,
 				shm_rx_release(sc);
 			return len;
 		}
+		rdmach_iovc_init(&c, iov, iovcnt);
 		c.off = len;	/* more has come: the general loop goes on */
 		n = shm_rx_drain(sc, &c, total - len);
 		return n < 0 ? (ssize_t)len : (ssize_t)len + n;
 	}
+	rdmach_iovc_init(&c, iov, iovcnt);
 	return shm_rx_drain(sc, &c, total);
 }
 
