@@ -19,7 +19,8 @@ OPT := -O2
 endif
 
 CFLAGS := $(OPT) -g -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-	-fPIC -pthread -Iinclude -Icore -Iproto $(SAN) $(EXTRA_CFLAGS)
+	-fPIC -fvisibility=hidden -pthread -Iinclude -Icore -Iproto $(SAN) \
+	$(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(SAN)
 LIBS :=
 

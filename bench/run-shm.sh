@@ -99,10 +99,11 @@ done
 # burst of load on the host hits every series alike.
 for ((rep = 1; rep <= hl_reps; rep++)); do
 	printf '# headline run %d/%d...\n' "$rep" "$hl_reps" >&2
-	run hl-raw "$bin/raw_shm_pingpong" -m 8:8 "${raw_opts[@]}"
-	run hl-raw-pinned "$bin/raw_shm_pingpong" -P -m 8:8 "${raw_opts[@]}"
-	run hl-rdmach-lat "$bin/rdmach_latency" -t shm -m 8:8 -b "$batches"
-	run hl-rdmach-lat-pinned "$bin/rdmach_latency" -t shm -P -m 8:8 -b "$batches"
+	# three decimals: the latencies are tens of nanoseconds
+	BENCH_DIGITS=3 run hl-raw "$bin/raw_shm_pingpong" -m 8:8 "${raw_opts[@]}"
+	BENCH_DIGITS=3 run hl-raw-pinned "$bin/raw_shm_pingpong" -P -m 8:8 "${raw_opts[@]}"
+	BENCH_DIGITS=3 run hl-rdmach-lat "$bin/rdmach_latency" -t shm -m 8:8 -b "$batches"
+	BENCH_DIGITS=3 run hl-rdmach-lat-pinned "$bin/rdmach_latency" -t shm -P -m 8:8 -b "$batches"
 	run hl-rdmach-bw "$bin/rdmach_bw" -t shm -m 1M:1M -b "$batches"
 	if [ $have_mpi = 1 ]; then
 		run hl-mpi-bw "$mpiexec" -n 2 "$O/mpi/mpi_bw" -m 1M:1M -b "$batches"
@@ -128,7 +129,7 @@ median() {
 					for (b = a; b > 1 && x[b-1] > x[b]; b--) {
 						t = x[b]; x[b] = x[b-1]; x[b-1] = t }
 				m = k % 2 ? x[(k+1)/2] : (x[k/2] + x[k/2+1]) / 2
-				printf "%-10d %18.2f\n", s, m
+				printf "%-10d %18.*f\n", s, (m < 1 ? 3 : 2), m
 			}
 		}' $files >"$out/$name.median.txt"
 }
@@ -198,7 +199,7 @@ echo "## Summary (median of $hl_reps interleaved runs of each; load average now:
 spread() { # NAME SIZE -> "min..max" over the repetitions
 	cat "$out/$1".[0-9]*.txt 2>/dev/null | awk -v s="$2" '
 		!/^#/ && $1 == s { if (n++ == 0 || $2 < lo) lo = $2; if ($2 > hi) hi = $2 }
-		END { if (n) printf "%.2f..%.2f", lo, hi }'
+		END { if (n) printf (lo < 1 ? "%.3f..%.3f" : "%.2f..%.2f"), lo, hi }'
 }
 lat_line() { # LABEL RDMACH RAW
 	local ratio

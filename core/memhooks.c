@@ -76,10 +76,12 @@
 /* The hooks may run inside a sanitizer's own start-up (its symboliser
  * calls mmap through the PLT) before that sanitizer is ready. */
 #if defined(__SANITIZE_THREAD__)
-#define MH_HOOK __attribute__((no_sanitize("thread")))
+#define MH_NOSAN __attribute__((no_sanitize("thread")))
 #else
-#define MH_HOOK
+#define MH_NOSAN
 #endif
+/* The interposers are exported (the library is built -fvisibility=hidden). */
+#define MH_HOOK MH_NOSAN __attribute__((visibility("default")))
 
 #define MH_RING_SIZE 4096u	/* events a reader may fall behind */
 #define MH_RING_MASK (MH_RING_SIZE - 1)
@@ -118,7 +120,7 @@ static mh_malloc_trim_fn mh_next_malloc_trim;
 
 /* ---- the event ring ---------------------------------------------------- */
 
-MH_HOOK static void mh_log_range(uintptr_t start, uintptr_t end)
+MH_NOSAN static void mh_log_range(uintptr_t start, uintptr_t end)
 {
 	uint64_t seq = atomic_fetch_add_explicit(&mh_head, 1,
 						 memory_order_relaxed);
@@ -142,7 +144,7 @@ lost:
 	atomic_fetch_add_explicit(&mh_lost, 1, memory_order_release);
 }
 
-MH_HOOK void rdmach_memhooks_release(const void *addr, size_t len)
+MH_NOSAN void rdmach_memhooks_release(const void *addr, size_t len)
 {
 	uintptr_t start = (uintptr_t)addr;
 	uintptr_t end = start + len;
@@ -352,8 +354,8 @@ MH_HOOK void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t of
 	return p;
 }
 
-void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-	__attribute__((alias("mmap")));
+MH_HOOK void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
+		     off_t off) __attribute__((alias("mmap")));
 
 MH_HOOK int munmap(void *addr, size_t len)
 {
@@ -394,7 +396,7 @@ MH_HOOK void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 }
 
 /* Advice after which the range reads back different pages. */
-MH_HOOK static int mh_advice_releases(int advice)
+MH_NOSAN static int mh_advice_releases(int advice)
 {
 	switch (advice) {
 	case MADV_DONTNEED:
@@ -424,7 +426,7 @@ MH_HOOK int madvise(void *addr, size_t len, int advice)
 	return ret;
 }
 
-MH_HOOK static void mh_resolve_lazily(void)
+MH_NOSAN static void mh_resolve_lazily(void)
 {
 	if (!mh_next_sbrk || !mh_next_brk || !mh_next_malloc_trim)
 		mh_resolve();

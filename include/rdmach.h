@@ -107,38 +107,47 @@ typedef struct rdmach_stats {
     uint64_t rcache_invalidations;
 } rdmach_stats_t;
 
+/* What the library exports; everything else in it is hidden (built with
+ * -fvisibility=hidden): no PLT between its own files, none of its
+ * internals in the symbol table of a program or library linking it. */
+#if defined(__GNUC__)
+#define RDMACH_API __attribute__((visibility("default")))
+#else
+#define RDMACH_API
+#endif
+
 /* 1. init: open the transports this process may use and join the group
  * described by oob (copied; its arg must stay valid until finalize). */
-int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
+RDMACH_API int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
 
 /* 2. connect: collective over the group; sets up every connection.  Peers on
  * the same host use shared memory, others InfiniBand/RoCE, unless
  * RDMACH_TRANSPORT=shm|ib forces one. */
-int rdmach_connect(rdmach_ctx_t *ctx);
+RDMACH_API int rdmach_connect(rdmach_ctx_t *ctx);
 
 /* The connection to `peer` (0..size-1), valid from connect to finalize. */
-int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp);
+RDMACH_API int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp);
 
 /* 3. put / 4. get: see the contract above. */
-ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
-ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
+RDMACH_API ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
+RDMACH_API ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
 
 /* Advance every connection (completions, credit returns, acknowledgements)
  * without moving user data.  Returns 0 or the first connection error. */
-int rdmach_progress(rdmach_ctx_t *ctx);
+RDMACH_API int rdmach_progress(rdmach_ctx_t *ctx);
 
 /* 5. finalize: drain, disconnect, release.  *ctxp is set to NULL. */
-int rdmach_finalize(rdmach_ctx_t **ctxp);
+RDMACH_API int rdmach_finalize(rdmach_ctx_t **ctxp);
 
 /* Helpers. */
-const char *rdmach_strerror(int err);
-const char *rdmach_conn_error(const rdmach_conn_t *conn); /* "" if healthy */
-const char *rdmach_conn_transport(const rdmach_conn_t *conn); /* "shm", "ib" */
-int rdmach_rank(const rdmach_ctx_t *ctx);
-int rdmach_size(const rdmach_ctx_t *ctx);
-int rdmach_conn_stats(const rdmach_conn_t *conn, rdmach_stats_t *st);
-int rdmach_ctx_stats(const rdmach_ctx_t *ctx, rdmach_stats_t *st);
-void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out);
+RDMACH_API const char *rdmach_strerror(int err);
+RDMACH_API const char *rdmach_conn_error(const rdmach_conn_t *conn); /* "" if healthy */
+RDMACH_API const char *rdmach_conn_transport(const rdmach_conn_t *conn); /* "shm", "ib" */
+RDMACH_API int rdmach_rank(const rdmach_ctx_t *ctx);
+RDMACH_API int rdmach_size(const rdmach_ctx_t *ctx);
+RDMACH_API int rdmach_conn_stats(const rdmach_conn_t *conn, rdmach_stats_t *st);
+RDMACH_API int rdmach_ctx_stats(const rdmach_ctx_t *ctx, rdmach_stats_t *st);
+RDMACH_API void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out);
 
 #ifdef __cplusplus
 }

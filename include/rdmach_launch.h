@@ -17,6 +17,8 @@
 #ifndef RDMACH_LAUNCH_H
 #define RDMACH_LAUNCH_H
 
+#include "rdmach.h"	/* RDMACH_API */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -45,7 +47,7 @@ struct rdmach_launch_result {
  * PMI until every child has exited.  Returns 0 when every child exited 0,
  * 1 when one did not (see res), or a negative errno if the launch failed.
  */
-int rdmach_launch(const struct rdmach_launch_opts *opts,
+RDMACH_API int rdmach_launch(const struct rdmach_launch_opts *opts,
 		  int (*fn)(int rank, void *arg), void *arg,
 		  char *const argv[], struct rdmach_launch_result *res);
 
@@ -55,7 +57,7 @@ int rdmach_launch(const struct rdmach_launch_opts *opts,
  * rdmach_launch and exit with its result; under a PMI server, return 0 at
  * once and let the program go on as one of the ranks.
  */
-int rdmach_launch_self(int argc, char *argv[], int nprocs, unsigned timeout_s);
+RDMACH_API int rdmach_launch_self(int argc, char *argv[], int nprocs, unsigned timeout_s);
 
 #ifdef __cplusplus
 }

@@ -19,21 +19,21 @@ extern "C" {
 typedef struct rdmach_pmi rdmach_pmi_t;
 
 /* Is this process running under a PMI-1 server (PMI_FD set)? */
-int rdmach_pmi_available(void);
+RDMACH_API int rdmach_pmi_available(void);
 
 /* Connect to the PMI server; on success *pmip is set and *oob is filled
  * with callbacks that use it (put/commit/barrier/get). */
-int rdmach_pmi_init(rdmach_pmi_t **pmip, rdmach_oob_t *oob);
+RDMACH_API int rdmach_pmi_init(rdmach_pmi_t **pmip, rdmach_oob_t *oob);
 
 /* A plain collective barrier through the PMI server. */
-int rdmach_pmi_barrier(rdmach_pmi_t *pmi);
+RDMACH_API int rdmach_pmi_barrier(rdmach_pmi_t *pmi);
 
 /* Ask the server to end the whole job (no reply; the server kills every
  * process, this one included).  msg: one line, may be NULL. */
-int rdmach_pmi_abort(rdmach_pmi_t *pmi, int exit_code, const char *msg);
+RDMACH_API int rdmach_pmi_abort(rdmach_pmi_t *pmi, int exit_code, const char *msg);
 
 /* Tell the server this process is done, close the socket, free. */
-int rdmach_pmi_finalize(rdmach_pmi_t *pmi);
+RDMACH_API int rdmach_pmi_finalize(rdmach_pmi_t *pmi);
 
 #ifdef __cplusplus
 }

@@ -76,7 +76,10 @@ enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
 
 #define IB_SQ_RESERVE 3		/* slots kept for credit, keepalive, fin */
 #define IB_BATCH 8		/* packets built before posting, no pipeline */
-#define IB_IDLE_POLLS 256	/* idle polls between clock reads */
+#define IB_IDLE_POLLS 16	/* ib_idle calls between clock reads (an
+				 * empty get calls it every IB_IDLE_GETS) */
+#define IB_IDLE_GETS 16		/* empty gets between looks at credits,
+				 * finalize and liveness */
 #define IB_CQ_IDLE_POLLS 64	/* gets between CQ polls when nothing
 				 * signalled is in flight (an error
 				 * completion of an unsignalled write) */
@@ -127,6 +130,7 @@ struct ib_conn {
 	int ka_pending;
 	uint64_t ka_sent;
 	unsigned int idle;
+	unsigned int idle_gets;	/* empty gets, see IB_IDLE_GETS */
 	uint64_t idle_since;
 	uint64_t small_max;	/* largest put of ib_put_one (0: none) */
 	struct ib_zc_conn zc;	/* zero-copy (ib_zcopy.c) */
@@ -693,6 +697,21 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	int r;
 
 	rdmach_iovc_init(&c, iov, iovcnt);
+	/* a whole data packet that fits the first piece: most messages */
+	if (bottom_fill && !ic->rx.off && ring_rx_peek(&ic->rx, 1, &pkt) == 1 &&
+	    pkt.type == RING_T_DATA && pkt.len <= iov[0].iov_len) {
+		if (pkt.credit && ib_credit_in(ic, pkt.credit))
+			return -EPROTO;
+		memcpy(iov[0].iov_base, pkt.payload, pkt.len);
+		ring_rx_consume(&ic->rx, &pkt);
+		conn->stats.packets_received++;
+		done = c.off = pkt.len;
+		if (done == total || !ring_rx_head_arrived(&ic->rx)) {
+			ib_activity(ic);
+			ib_credit_out(ic);
+			return (ssize_t)done;
+		}
+	}
 	while (done < total) {
 		size_t n;
 
@@ -752,6 +771,9 @@ static ssize_t ib_get(struct rdmach_conn *conn, const struct iovec *iov,
 		ib_poll(tl);
 	if (ring_rx_head_arrived(&ic->rx))
 		return ib_get_ring(ic, iov, iovcnt, total);
+	/* credits, the peer's finalize and liveness every few empty polls */
+	if (++ic->idle_gets % IB_IDLE_GETS)
+		return 0;
 	return ib_get_idle(ic);
 }
 
