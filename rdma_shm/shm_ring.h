@@ -22,7 +22,11 @@
  *  - The reader returns space by a RELEASE store of `tail` (bytes consumed,
  *    monotonic) on its own cache line; the writer reads it (ACQUIRE) only
  *    when its cached copy says the ring is full.  Zeroing happens before
- *    that store, so the writer never races with it.
+ *    that store, so the writer never races with it.  Both are deferred to
+ *    the reader's next empty poll (or to when a quarter of the ring is
+ *    held back): off the path from an arrival to the reader's own next
+ *    put, whose header store would otherwise wait behind them (x86 stores
+ *    become visible in order).
  *  - Flags written once (reader_closed, cma_ok by the reader; writer_closed
  *    by the writer) sit on lines of their own and are RELEASE/ACQUIRE.
  *    writer_closed is stored after the writer's last header, so a reader
