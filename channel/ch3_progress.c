@@ -284,7 +284,7 @@ static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
 /* A whole header is in the staging buffer: hand it to CH3's handler with
  * the staged bytes after it (the handler takes what it can use; handlers
  * copy what they keep of a header, as nemesis's cells are reused too). */
-static int handle_packet(MPIDI_VC_t *vc, size_t hdr_len)
+static __attribute__((noinline)) int handle_packet(MPIDI_VC_t *vc, size_t hdr_len)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	MPIDI_CH3_Pkt_t *pkt = (MPIDI_CH3_Pkt_t *) (vcch->rx_buf + vcch->rx_pos);
@@ -415,6 +415,17 @@ static inline int poll_recv(MPIDI_VC_t *vc, int *progressed)
 		vcch->rx_pos = 0;
 		vcch->rx_len = (size_t) rc;
 		*progressed = 1;
+		/* the common arrival, a header alone (an 8-byte message): its
+		 * handler right here, and out if that was all */
+		size_t hdr_len = (size_t) rc >= MPIDI_CH3I_WIRE_MIN_HDR ?
+				 MPIDI_CH3I_Wire_hdr_len(vcch->rx_buf) : 0;
+
+		if (hdr_len && hdr_len <= (size_t) rc) {
+			int mpi_errno = handle_packet(vc, hdr_len);
+
+			if (mpi_errno || (vcch->rx_pos == vcch->rx_len && !vcch->recv_active))
+				return mpi_errno;
+		}
 	}
 	return poll_recv_stream(vc, progressed, start_count);
 }
