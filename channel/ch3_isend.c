@@ -66,11 +66,8 @@ static int start_msg(MPIDI_VC_t *vc, struct iovec *iov, int n, MPIR_Request **sr
 
 	*sreq_ptr = NULL;
 	if (MPIDI_CH3I_SendQ_empty(vcch)) {
-		/* stage the header where it stays while this send is queued
-		 * (CH3 headers live in a whole MPIDI_CH3_Pkt_t, as every
-		 * channel assumes: a constant-size copy is a few moves) */
-		memcpy(vcch->tx_pkt, iov[0].iov_base, HDR_SZ);
-		MPIDI_CH3I_Wire_encode(vcch->tx_pkt, hdr_len);
+		/* stage the header where it stays while this send is queued */
+		MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base, hdr_len);
 		iov[0].iov_base = vcch->tx_pkt;
 		mpi_errno = MPIDI_CH3I_Rdma_put(vc, iov, n, &nb);
 		if (mpi_errno)
@@ -95,8 +92,7 @@ static int queue_rest(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t nb,
 	MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
 	if (iov[0].iov_base != vcch->tx_pkt) {
 		/* queued behind others: the request keeps its own header copy */
-		memcpy(&sreq->dev.pending_pkt, iov[0].iov_base, HDR_SZ);
-		MPIDI_CH3I_Wire_encode(&sreq->dev.pending_pkt, iov[0].iov_len);
+		MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base, iov[0].iov_len);
 		iov[0].iov_base = &sreq->dev.pending_pkt;
 	}
 	set_request_iov(sreq, iov, n, nb);
@@ -125,8 +121,7 @@ int MPIDI_CH3_iStartMsg(MPIDI_VC_t *vc, void *hdr, intptr_t hdr_sz, MPIR_Request
 	if (MPIDI_CH3I_SendQ_empty(vcch) && vcch->polled && !vcch->terminated) {
 		ssize_t rc;
 
-		memcpy(vcch->tx_pkt, hdr, HDR_SZ);
-		MPIDI_CH3I_Wire_encode(vcch->tx_pkt, (size_t) hdr_sz);
+		MPIDI_CH3I_Wire_stage(vcch->tx_pkt, hdr, (size_t) hdr_sz);
 		iov[0].iov_base = vcch->tx_pkt;
 		iov[0].iov_len = (size_t) hdr_sz;
 		rc = rdmach_put(vcch->conn, iov, 1);
@@ -137,7 +132,6 @@ int MPIDI_CH3_iStartMsg(MPIDI_VC_t *vc, void *hdr, intptr_t hdr_sz, MPIR_Request
 		if (rc < 0)
 			return MPIDI_CH3I_Rdma_error(vc, "put", rc);
 		/* partly taken: the rest waits in the queue */
-		iov[0].iov_len = (size_t) hdr_sz;
 		return queue_rest(vc, iov, 1, (size_t) rc, sreq_ptr);
 	}
 	iov[0].iov_base = hdr;
@@ -163,9 +157,7 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 	size_t nb = 0;
 	int mpi_errno, complete;
 
-	if (iov[0].iov_base != &sreq->dev.pending_pkt)
-		memcpy(&sreq->dev.pending_pkt, iov[0].iov_base, HDR_SZ);
-	MPIDI_CH3I_Wire_encode(&sreq->dev.pending_pkt, iov[0].iov_len);
+	MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base, iov[0].iov_len);
 	iov[0].iov_base = &sreq->dev.pending_pkt;
 	set_request_iov(sreq, iov, n, 0);
 

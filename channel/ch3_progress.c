@@ -281,6 +281,20 @@ static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
 	return rdma_get(vc, &iov, 1, nb);
 }
 
+/* Length of the header at the front of the staged bytes: 0 while it is
+ * not all there yet; -1 (the stream is corrupt) if it is not a header. */
+static ssize_t staged_header(const MPIDI_CH3I_VC *vcch)
+{
+	size_t unread = vcch->rx_len - vcch->rx_pos, hdr_len;
+
+	if (unread < MPIDI_CH3I_WIRE_MIN_HDR)
+		return 0;
+	hdr_len = MPIDI_CH3I_Wire_hdr_len(vcch->rx_buf + vcch->rx_pos);
+	if (!hdr_len)
+		return -1;
+	return unread < hdr_len ? 0 : (ssize_t) hdr_len;
+}
+
 /* A whole header is in the staging buffer: hand it to CH3's handler with
  * the staged bytes after it (the handler takes what it can use; handlers
  * copy what they keep of a header, as nemesis's cells are reused too). */
@@ -356,14 +370,11 @@ static __attribute__((noinline)) int poll_recv_stream(MPIDI_VC_t *vc, int *progr
 		MPIR_Request *rreq = vcch->recv_active;
 
 		if (!rreq) {
-			size_t unread = vcch->rx_len - vcch->rx_pos, hdr_len = 0;
+			ssize_t hdr_len = staged_header(vcch);
 
-			if (unread >= MPIDI_CH3I_WIRE_MIN_HDR) {
-				hdr_len = MPIDI_CH3I_Wire_hdr_len(vcch->rx_buf + vcch->rx_pos);
-				if (!hdr_len)
-					return corrupt_stream(vc);
-			}
-			if (!hdr_len || unread < hdr_len) {
+			if (hdr_len < 0)
+				return corrupt_stream(vc);
+			if (!hdr_len) {
 				mpi_errno = staging_refill(vc, &nb);
 				if (mpi_errno || nb == 0)
 					break;
@@ -371,7 +382,7 @@ static __attribute__((noinline)) int poll_recv_stream(MPIDI_VC_t *vc, int *progr
 				*progressed = 1;
 				continue;
 			}
-			mpi_errno = handle_packet(vc, hdr_len);
+			mpi_errno = handle_packet(vc, (size_t) hdr_len);
 			if (mpi_errno)
 				break;
 			continue;
@@ -405,24 +416,19 @@ static inline int poll_recv(MPIDI_VC_t *vc, int *progressed)
 	unsigned start_count = MPIDI_CH3I_progress_completion_count;
 
 	if (!vcch->recv_active && vcch->rx_pos == vcch->rx_len && !vcch->terminate_pending) {
-		struct iovec iov = { vcch->rx_buf, idle_policy.rx_staging };
-		ssize_t rc = rdmach_get(vcch->conn, &iov, 1);
+		ssize_t hdr_len;
+		size_t nb;
+		int mpi_errno = staging_refill(vc, &nb);
 
-		if (rc == 0)
-			return MPI_SUCCESS;
-		if (rc < 0)
-			return MPIDI_CH3I_Rdma_error(vc, "get", rc);
-		vcch->rx_pos = 0;
-		vcch->rx_len = (size_t) rc;
+		if (mpi_errno || nb == 0)
+			return mpi_errno;
+		vcch->rx_len += nb;
 		*progressed = 1;
 		/* the common arrival, a header alone (an 8-byte message): its
 		 * handler right here, and out if that was all */
-		size_t hdr_len = (size_t) rc >= MPIDI_CH3I_WIRE_MIN_HDR ?
-				 MPIDI_CH3I_Wire_hdr_len(vcch->rx_buf) : 0;
-
-		if (hdr_len && hdr_len <= (size_t) rc) {
-			int mpi_errno = handle_packet(vc, hdr_len);
-
+		hdr_len = staged_header(vcch);
+		if (hdr_len > 0) {
+			mpi_errno = handle_packet(vc, (size_t) hdr_len);
 			if (mpi_errno || (vcch->rx_pos == vcch->rx_len && !vcch->recv_active))
 				return mpi_errno;
 		}

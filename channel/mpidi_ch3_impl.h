@@ -35,6 +35,16 @@ static inline void MPIDI_CH3I_Wire_encode(void *hdr, size_t len)
 	memcpy(hdr, &w, sizeof(w));
 }
 
+/* Copy CH3's header (a whole MPIDI_CH3_Pkt_t, as every channel assumes:
+ * a constant-size copy is a few moves) to dst, a buffer of the channel's,
+ * and encode its length there. */
+static inline void MPIDI_CH3I_Wire_stage(MPIDI_CH3_Pkt_t *dst, const void *hdr, size_t len)
+{
+	if (dst != hdr)
+		memcpy(dst, hdr, sizeof(*dst));
+	MPIDI_CH3I_Wire_encode(dst, len);
+}
+
 /* Header length from a received type word (0 if it is not a valid one). */
 static inline size_t MPIDI_CH3I_Wire_hdr_len(const void *wire)
 {

@@ -559,21 +559,16 @@ int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp)
 
 /* ---- data path -------------------------------------------------------- */
 
-/* Argument checks of put and get; 0 and *total set, or a negative errno.
- * The common call (a live, connected handle and one iovec piece) takes
- * the first branches only. */
-static inline int core_check_call(const struct rdmach_conn *conn,
-				  const struct iovec *iov, int iovcnt,
-				  size_t *total)
+/* Argument checks of put and get (the general path; the common call has
+ * core_fast_call); 0 and *total set, or a negative errno. */
+static int core_check_call(const struct rdmach_conn *conn,
+			   const struct iovec *iov, int iovcnt, size_t *total)
 {
-	if (__builtin_expect(!core_conn_live(conn), 0))
+	if (!core_conn_live(conn))
 		return conn ? -EBADF : -EINVAL;
-	if (__builtin_expect(iovcnt == 1 && iov && iov->iov_base &&
-			     iov->iov_len <= (size_t)SSIZE_MAX, 1))
-		*total = iov->iov_len;
-	else if (rdmach_iov_check(iov, iovcnt, total))
+	if (rdmach_iov_check(iov, iovcnt, total))
 		return -EINVAL;
-	if (__builtin_expect(!conn->tl, 0))
+	if (!conn->tl)
 		return -ENOTCONN;
 	return 0;
 }

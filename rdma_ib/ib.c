@@ -522,35 +522,28 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 
 /*
  * Most messages: one packet, piggyback or pipeline mode, no zero-copy put
- * pending or wanted, room before the ring end, in the ring and in the send
- * queue.  1 and *n set when it went (or failed), 0 to go the general way.
+ * pending or wanted, the whole of it reserved at once (room before the ring
+ * end and in the ring) and a send queue slot.  1 and *n set when it went
+ * (or failed), 0 to go the general way.
  */
 static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 			     int iovcnt, size_t total, ssize_t *n)
 {
-	struct ring_tx *tx = &ic->tx;
-	uint64_t off = tx->head & (tx->size - 1);
-	uint64_t bytes = ring_pkt_bytes(total), credit = ic->rx.pos;
+	uint64_t credit = ic->rx.pos;
+	struct rdmach_iovc c;
 	struct ring_slot s;
-	uint8_t *d;
-	int i, ret;
+	int ret;
 
 	if (total > ic->small_max || ib_zc_wanted(&ic->zc, total) ||
-	    ic->sq_free < 1 + IB_SQ_RESERVE || bytes > tx->size - off ||
-	    bytes > ring_tx_free(tx) || ic->broken || ib_load(&ic->ctrl->fin))
+	    ic->sq_free < 1 + IB_SQ_RESERVE || ic->broken ||
+	    ib_load(&ic->ctrl->fin) ||
+	    ring_tx_reserve(&ic->tx, total, ic->small_max, &s) || s.len != total)
 		return 0;
-	s.off = off;
-	s.payload = d = tx->stage + off + RING_HDR;
-	s.len = (uint32_t)total;
-	s.bytes = bytes;
-	s.type = RING_T_DATA;
-	for (i = 0; i < iovcnt; i++) {
-		memcpy(d, iov[i].iov_base, iov[i].iov_len);
-		d += iov[i].iov_len;
-	}
-	ring_tx_commit(tx, &s, credit);
+	rdmach_iovc_init(&c, iov, iovcnt);
+	rdmach_iovc_gather(&c, s.payload, total);
+	ring_tx_commit(&ic->tx, &s, credit);
 	ring_rx_credit_told(&ic->rx, credit);
-	ret = ib_post_packet(ic, off, bytes, tx->head);
+	ret = ib_post_packet(ic, s.off, s.bytes, ic->tx.head);
 	ic->conn->stats.packets_sent++;
 	*n = ret ? ret : (ssize_t)total;
 	return 1;

@@ -271,6 +271,14 @@ static void shm_rx_release(struct shm_conn *sc)
 	sc->conn->stats.credit_updates_sent++;
 }
 
+/* Give space back once a quarter of the ring is held (a reader that never
+ * finds its ring empty would otherwise starve the writer). */
+static inline void shm_rx_release_held(struct shm_conn *sc)
+{
+	if (sc->rx_head - sc->rx_released > (sc->rx_mask + 1) / 4)
+		shm_rx_release(sc);
+}
+
 static int shm_rx_corrupt(struct shm_conn *sc, uint64_t h, const char *why)
 {
 	return rdmach_conn_fail(sc->conn, -EPROTO,
@@ -422,8 +430,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			break;
 		}
 	}
-	if (sc->rx_head - sc->rx_released > (sc->rx_mask + 1) / 4)
-		shm_rx_release(sc);
+	shm_rx_release_held(sc);
 	if (ret < 0 && done == 0)
 		return ret;
 	return (ssize_t)done;
@@ -472,13 +479,11 @@ shm_rx_arrived(struct shm_conn *sc, uint64_t h, const struct iovec *iov,
 	if (shm_hdr_type(h) == SHM_PKT_DATA && !sc->rx_off &&
 	    len <= iov[0].iov_len && span <= sc->rx_mask + 1 - off) {
 		shm_copy(iov[0].iov_base, sc->rx_ring + off + SHM_HDR, len);
-		sc->rx_head += span;
-		sc->rx_seq++;
+		shm_rx_consume(sc, span);
 		sc->conn->stats.packets_received++;
 		if (len == total || shm_hdr_seq(shm_load_hdr(sc->rx_ring +
 				(sc->rx_head & sc->rx_mask))) != sc->rx_seq) {
-			if (sc->rx_head - sc->rx_released > (sc->rx_mask + 1) / 4)
-				shm_rx_release(sc);
+			shm_rx_release_held(sc);
 			return len;
 		}
 		rdmach_iovc_init(&c, iov, iovcnt);
@@ -704,21 +709,17 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	struct shm_conn *sc = conn->priv;
 	uint64_t need = shm_pkt_span(total);
 	uint64_t pos = sc->tx_head & sc->tx_mask;
-	uint8_t *p, *d;
-	int i;
+	struct rdmach_iovc c;
+	uint8_t *p;
 
 	if (total > sc->small_max || sc->rndv.active ||
-	    need > sc->tx_size - pos ||
-	    need > sc->tx_size - (sc->tx_head - sc->tx_tail) ||
+	    need > sc->tx_size - pos || shm_tx_space(sc, need) < need ||
 	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
 				 memory_order_acquire))
 		return shm_put_general(sc, iov, iovcnt, total);
 	p = sc->tx_ring + pos;
-	d = p + SHM_HDR;
-	for (i = 0; i < iovcnt; i++) {
-		shm_copy(d, iov[i].iov_base, iov[i].iov_len);
-		d += iov[i].iov_len;
-	}
+	rdmach_iovc_init(&c, iov, iovcnt);
+	shm_gather(&c, p + SHM_HDR, total);
 	shm_tx_post(sc, p, SHM_PKT_DATA, (uint32_t)total);
 	sc->tx_head += need;
 	sc->conn->stats.packets_sent++;
