@@ -11,9 +11,12 @@
  *                  writer copies it in first (the floor of a two-copy
  *                  protocol through a bounce buffer).
  *
- *   raw_shm_pingpong [-m 0:4M] [-i N] [-I N] [-x N] [-X N] [-b N] [-p CPU,CPU] [-P] [-2] [-v]
+ *   raw_shm_pingpong [-m 0:4M] [-i N] [-I N] [-x N] [-X N] [-b N] [-p CPU,CPU] [-P] [-r N] [-2] [-v]
  *   -p A,B pins the processes to CPUs A and B; -P pins to the first two
- *   CPUs this process may use.
+ *   CPUs this process may use.  -r N: each message's flag (and inline
+ *   payload) goes to the next of N lines, a ring, as in rdma_shm's rings,
+ *   instead of one fixed line per direction: the cost of a ring's walk
+ *   through memory, with no other code (rdma_shm/README.md, line ring).
  *
  * Memory ordering: the writer fills the payload then stores the flag with
  * release semantics; the reader loads the flag with acquire semantics and
@@ -33,11 +36,16 @@
 #define RAW_LINE	64
 #define RAW_INLINE	(RAW_LINE - sizeof(uint64_t))
 
+/* A flag and the payload that fits beside it. */
+struct raw_line {
+	uint64_t seq;
+	uint8_t inl[RAW_INLINE];
+};
+
 /* One direction: the flag line, padded to two lines so that the adjacent
  * line prefetcher does not couple the two directions. */
 struct raw_dir {
-	uint64_t seq;
-	uint8_t inl[RAW_INLINE];
+	struct raw_line line;
 	uint8_t pad[RAW_LINE];
 } __attribute__((aligned(2 * RAW_LINE)));
 
@@ -48,21 +56,34 @@ struct raw_shared {
 struct raw {
 	struct raw_shared *sh;
 	uint8_t *data[2];		/* large payloads, one per direction */
+	struct raw_line *ring[2];	/* -r: flag lines, one ring per direction */
+	unsigned nlines;		/* lines per ring (0: the fixed line) */
 	pid_t peer_pid;			/* child for the parent, parent for the child */
 	int rank;
 	int copy_in;			/* -2 or -v: the writer copies large payloads in */
 	uint64_t seq;			/* last flag value used, both directions */
 };
 
+/* The line that carries flag value seq in direction dir (each direction
+ * sees every other value of the shared count). */
+static struct raw_line *raw_flag_line(const struct raw *r, int dir,
+				      uint64_t seq)
+{
+	if (!r->nlines)
+		return &r->sh->dir[dir].line;
+	return &r->ring[dir][(seq >> 1) % r->nlines];
+}
+
 static void raw_send(struct raw *r, int dir, const void *src, size_t size)
 {
-	struct raw_dir *d = &r->sh->dir[dir];
+	uint64_t seq = ++r->seq;
+	struct raw_line *d = raw_flag_line(r, dir, seq);
 
 	if (size <= RAW_INLINE)
 		memcpy(d->inl, src, size);
 	else if (r->copy_in)
 		memcpy(r->data[dir], src, size);
-	__atomic_store_n(&d->seq, ++r->seq, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->seq, seq, __ATOMIC_RELEASE);
 }
 
 /* A peer that died would leave us spinning forever: look now and then. */
@@ -80,8 +101,8 @@ static void raw_check_peer(const struct raw *r)
 
 static void raw_recv(struct raw *r, int dir, void *dst, size_t size)
 {
-	struct raw_dir *d = &r->sh->dir[dir];
 	uint64_t want = ++r->seq;
+	struct raw_line *d = raw_flag_line(r, dir, want);
 	unsigned spins = 0;
 
 	while (__atomic_load_n(&d->seq, __ATOMIC_ACQUIRE) != want)
@@ -166,13 +187,15 @@ static void raw_pin(int rank, int cpu)
 static void raw_usage(FILE *f)
 {
 	fprintf(f, "usage: raw_shm_pingpong [-m MIN:MAX] [-i N] [-I N] [-x N] "
-		"[-X N] [-b N] [-p CPU,CPU | -P] [-2] [-v]\n"
+		"[-X N] [-b N] [-p CPU,CPU | -P] [-r N] [-2] [-v]\n"
 		"  -b N  median of N batches (see rdmach_latency -h)\n"
+		"  -r N  walk a ring of N flag lines per direction instead of "
+		"one fixed line\n"
 		"  -2    above 56 B the writer copies in too (two-copy floor)\n");
 }
 
 static void raw_parse(int argc, char **argv, struct bench_opts *o, int cpus[2],
-		      int *copy_in)
+		      int *copy_in, unsigned *nlines)
 {
 	int c;
 
@@ -187,7 +210,8 @@ static void raw_parse(int argc, char **argv, struct bench_opts *o, int cpus[2],
 	o->batches = 1;
 	cpus[0] = cpus[1] = -1;
 	*copy_in = 0;
-	while ((c = getopt(argc, argv, "m:i:I:x:X:b:p:P2vh")) != -1) {
+	*nlines = 0;
+	while ((c = getopt(argc, argv, "m:i:I:x:X:b:p:Pr:2vh")) != -1) {
 		switch (c) {
 		case 'm':
 			if (bench_parse_range(optarg, &o->min_size, &o->max_size)) {
@@ -213,6 +237,13 @@ static void raw_parse(int argc, char **argv, struct bench_opts *o, int cpus[2],
 			}
 			break;
 		case 'b': o->batches = (int)bench_parse_count(optarg, "-b"); break;
+		case 'r':
+			*nlines = (unsigned)bench_parse_count(optarg, "-r");
+			if (*nlines > (1u << 20)) {
+				fprintf(stderr, "-r: at most %u lines\n", 1u << 20);
+				exit(2);
+			}
+			break;
 		case '2': *copy_in = 1; break;
 		case 'v': o->validate = 1; *copy_in = 1; break;
 		case 'h': raw_usage(stdout); exit(0);
@@ -231,15 +262,16 @@ int main(int argc, char **argv)
 	struct bench_opts o;
 	struct raw r = { 0 };
 	char detail[128];
-	size_t map_len, data_len, size;
+	size_t map_len, data_len, ring_len, size;
 	char *sbuf, *rbuf;
 	int cpus[2], st;
 	void *map;
 	pid_t pid;
 
-	raw_parse(argc, argv, &o, cpus, &r.copy_in);
+	raw_parse(argc, argv, &o, cpus, &r.copy_in, &r.nlines);
 	data_len = (o.max_size + 4095) & ~(size_t)4095;
-	map_len = 4096 + 2 * data_len;
+	ring_len = ((size_t)r.nlines * RAW_LINE + 4095) & ~(size_t)4095;
+	map_len = 4096 + 2 * data_len + 2 * ring_len;
 	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (map == MAP_FAILED) {
@@ -250,12 +282,15 @@ int main(int argc, char **argv)
 	r.sh = map;
 	r.data[0] = (uint8_t *)map + 4096;
 	r.data[1] = r.data[0] + data_len;
+	r.ring[0] = (struct raw_line *)(void *)(r.data[1] + data_len);
+	r.ring[1] = (struct raw_line *)(void *)(r.data[1] + data_len + ring_len);
 	sbuf = bench_alloc(o.max_size);
 	rbuf = bench_alloc(o.max_size);
 
-	snprintf(detail, sizeof(detail), "flag in a shared mapping, %s "
-		 "above %zu B, %s", r.copy_in ? "copy in + copy out" :
-		 "one copy out", RAW_INLINE, cpus[0] < 0 ? "not pinned" : "pinned");
+	snprintf(detail, sizeof(detail), "flag %s in a shared mapping, %s "
+		 "above %zu B, %s", r.nlines ? "ring" : "line",
+		 r.copy_in ? "copy in + copy out" : "one copy out", RAW_INLINE,
+		 cpus[0] < 0 ? "not pinned" : "pinned");
 	bench_print_header(&o, "raw shm", detail);
 	fflush(stdout);
 

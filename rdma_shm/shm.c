@@ -27,12 +27,17 @@
 #include "shm_seg.h"
 #include "tl.h"
 
-enum { K_RING_SIZE, K_CHUNK, K_CMA, K_CMA_THRESHOLD, K_LIVENESS_MS, K_END };
+enum { K_RING_SIZE, K_LINE_RING, K_CHUNK, K_CMA, K_CMA_THRESHOLD,
+       K_LIVENESS_MS, K_END };
 
 static const struct rdmach_knob shm_knobs[] = {
 	[K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
 		4096, 256u << 20,
 		"bytes of each incoming ring, one per local peer (power of two)" },
+	[K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE, "1K", 0,
+		1u << 20,
+		"bytes of each incoming ring of one-line packets (<= 56-byte "
+		"puts; power of two >= 128, 0 = none)" },
 	[K_CHUNK] = { "RDMACH_SHM_CHUNK", RDMACH_KNOB_SIZE, "8K", 64,
 		256u << 20,
 		"largest ring packet: bigger puts are cut so both sides copy at once" },
@@ -55,6 +60,26 @@ struct shm_rndv_tx {
 	struct iovec iov[RDMACH_RNDV_MAX_SEGS];
 };
 
+/* A ring as its writer sees it. */
+struct shm_tx_ring {
+	uint8_t *base;
+	_Atomic uint64_t *tail;		/* the reader's count of bytes consumed */
+	uint64_t size, mask;		/* size 0: no such ring */
+	uint64_t head;			/* bytes written */
+	uint64_t tail_seen;		/* last value read from *tail */
+};
+
+/* A ring as its reader sees it. */
+struct shm_rx_ring {
+	uint8_t *base;
+	_Atomic uint64_t *tail;
+	uint64_t mask;
+	uint64_t head;			/* bytes consumed */
+	uint64_t released;		/* ... and given back (<= head) */
+};
+
+enum { SHM_MAIN, SHM_LINES, SHM_NRINGS };	/* rings of a direction */
+
 struct shm_conn {
 	struct rdmach_conn *conn;
 	struct shm_tl *tl;
@@ -63,25 +88,20 @@ struct shm_conn {
 	int pidfd;			/* -1 for self or without pidfd */
 	struct shm_seg peer_seg;	/* the peer's segment (unused for self) */
 
-	/* send side: my ring in the peer's segment */
-	uint8_t *tx_ring;
+	/* send side: my rings in the peer's segment */
+	struct shm_tx_ring tx[SHM_NRINGS];
 	struct shm_ring_ctrl *tx_ctrl;
-	uint64_t tx_size, tx_mask;
-	uint64_t tx_head;		/* ring bytes written */
-	uint64_t small_max;		/* largest put of one packet, no CMA */
-	uint64_t tx_tail;		/* cached copy of tx_ctrl->tail */
+	uint64_t one_pkt_max;		/* largest put of one packet, no CMA */
 	uint32_t tx_seq;		/* next packet's sequence number */
 	uint64_t next_rndv_id;
 	struct shm_rndv_tx rndv;
 
-	/* receive side: the peer's ring in my segment */
-	uint8_t *rx_ring;
+	/* receive side: the peer's rings in my segment */
+	struct shm_rx_ring rx[SHM_NRINGS];
 	struct shm_ring_ctrl *rx_ctrl;
-	uint64_t rx_mask;
-	uint64_t rx_head;		/* ring bytes consumed */
-	uint64_t rx_released;		/* ... and given back (<= rx_head) */
 	uint32_t rx_seq;		/* sequence number expected next */
 	uint64_t rx_off;		/* bytes of the current packet consumed */
+	int rx_holds;			/* consumed space not given back yet */
 
 	/* liveness */
 	uint32_t idle_polls;		/* sends that found the ring full */
@@ -94,7 +114,7 @@ struct shm_tl {
 	struct shm_seg seg;		/* my receive segment */
 	struct shm_conn **conns;	/* [npeers] */
 	int npeers;
-	uint64_t ring_size, chunk, cma_threshold, liveness_ns;
+	uint64_t ring_size, line_ring_size, chunk, cma_threshold, liveness_ns;
 	int cma;
 	volatile uint64_t cma_magic;	/* peers read it to probe CMA */
 };
@@ -241,13 +261,41 @@ static inline uint64_t shm_load_hdr(const uint8_t *p)
 				    memory_order_acquire);
 }
 
-/* A packet was read: move on.  Its space goes back to the writer later,
- * in shm_rx_release. */
-static void shm_rx_consume(struct shm_conn *sc, uint64_t span)
+/* Header at the head of ring r (the packet expected next if its sequence
+ * number is rx_seq). */
+static inline uint64_t shm_rx_head_hdr(const struct shm_rx_ring *r)
 {
-	sc->rx_head += span;
-	sc->rx_seq++;
+	return shm_load_hdr(r->base + (r->head & r->mask));
+}
+
+/* The ring whose head holds packet rx_seq, its header in *h; NULL while
+ * that packet has not arrived.  The line ring is looked at first: it has
+ * the messages a waiter is waiting for. */
+static inline struct shm_rx_ring *shm_rx_next(struct shm_conn *sc,
+					      uint64_t *h)
+{
+	uint64_t x = shm_rx_head_hdr(&sc->rx[SHM_LINES]);
+
+	if (shm_hdr_seq(x) != sc->rx_seq) {
+		x = shm_rx_head_hdr(&sc->rx[SHM_MAIN]);
+		if (shm_hdr_seq(x) != sc->rx_seq)
+			return NULL;
+		*h = x;
+		return &sc->rx[SHM_MAIN];
+	}
+	*h = x;
+	return &sc->rx[SHM_LINES];
+}
+
+/* A packet of ring r was read: move on.  Its space goes back to the
+ * writer later, in shm_rx_release. */
+static void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
+			   uint64_t span)
+{
+	r->head += span;
+	sc->rx_seq = shm_seq_next(sc->rx_seq);
 	sc->rx_off = 0;
+	sc->rx_holds = 1;
 }
 
 /* Return consumed space to the writer: zero every line start in it (lap
@@ -257,35 +305,50 @@ static void shm_rx_consume(struct shm_conn *sc, uint64_t span)
  * arrival to the reader's next put, where a store to a line the writer
  * still shares would hold back the reader's own header store (x86 stores
  * become visible in order). */
-static void shm_rx_release(struct shm_conn *sc)
+static void shm_rx_release_ring(struct shm_conn *sc, struct shm_rx_ring *r)
 {
 	uint64_t off;
 
-	for (off = sc->rx_released; off != sc->rx_head; off += SHM_LINE)
+	for (off = r->released; off != r->head; off += SHM_LINE)
 		atomic_store_explicit((_Atomic uint64_t *)(void *)
-				      (sc->rx_ring + (off & sc->rx_mask)), 0,
+				      (r->base + (off & r->mask)), 0,
 				      memory_order_relaxed);
-	sc->rx_released = sc->rx_head;
-	atomic_store_explicit(&sc->rx_ctrl->tail, sc->rx_head,
-			      memory_order_release);
+	r->released = r->head;
+	atomic_store_explicit(r->tail, r->head, memory_order_release);
 	sc->conn->stats.credit_updates_sent++;
 }
 
-/* Give space back once a quarter of the ring is held (a reader that never
- * finds its ring empty would otherwise starve the writer). */
-static inline void shm_rx_release_held(struct shm_conn *sc)
+static void shm_rx_release(struct shm_conn *sc)
 {
-	if (sc->rx_head - sc->rx_released > (sc->rx_mask + 1) / 4)
-		shm_rx_release(sc);
+	int i;
+
+	for (i = 0; i < SHM_NRINGS; i++)
+		if (sc->rx[i].released != sc->rx[i].head)
+			shm_rx_release_ring(sc, &sc->rx[i]);
+	sc->rx_holds = 0;
 }
 
-static int shm_rx_corrupt(struct shm_conn *sc, uint64_t h, const char *why)
+/* Give space back once a quarter of a ring is held (a reader that never
+ * finds its rings empty would otherwise starve the writer). */
+static inline void shm_rx_release_held(struct shm_conn *sc)
+{
+	int i;
+
+	for (i = 0; i < SHM_NRINGS; i++)
+		if (sc->rx[i].head - sc->rx[i].released >
+		    (sc->rx[i].mask + 1) / 4)
+			shm_rx_release_ring(sc, &sc->rx[i]);
+}
+
+static int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,
+			  uint64_t h, const char *why)
 {
 	return rdmach_conn_fail(sc->conn, -EPROTO,
-				"shm: corrupt packet from rank %d at ring "
+				"shm: corrupt packet from rank %d at %s ring "
 				"offset %" PRIu64 " (header %#" PRIx64 "): %s",
-				sc->conn->peer, sc->rx_head & sc->rx_mask, h,
-				why);
+				sc->conn->peer,
+				r == &sc->rx[SHM_LINES] ? "line" : "main",
+				r->head & r->mask, h, why);
 }
 
 /* Remote pieces for bytes [off, off + len) of a rendezvous. */
@@ -352,8 +415,9 @@ static ssize_t shm_rx_rndv_read(struct shm_conn *sc,
 /* A rendezvous at the head of the ring: read into the iovec, acknowledge
  * once all of it is read.  Returns bytes delivered or a negative errno;
  * *fin is set when the packet is consumed. */
-static ssize_t shm_rx_rndv(struct shm_conn *sc, uint8_t *p, uint32_t len,
-			   struct rdmach_iovc *c, size_t room, int *fin)
+static ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
+			   uint8_t *p, uint32_t len, struct rdmach_iovc *c,
+			   size_t room, int *fin)
 {
 	const struct rdmach_rndv_hdr *r = (const void *)(p + SHM_HDR);
 	size_t done = 0;
@@ -361,7 +425,8 @@ static ssize_t shm_rx_rndv(struct shm_conn *sc, uint8_t *p, uint32_t len,
 
 	if (len < sizeof(*r) || r->nsegs == 0 ||
 	    r->nsegs > RDMACH_RNDV_MAX_SEGS || len != rdmach_rndv_size(r->nsegs))
-		return shm_rx_corrupt(sc, shm_load_hdr(p), "bad rendezvous");
+		return shm_rx_corrupt(sc, ring, shm_load_hdr(p),
+				      "bad rendezvous");
 	*fin = 0;
 	while (sc->rx_off < r->total && done < room) {
 		n = shm_rx_rndv_read(sc, r, c, room - done);
@@ -374,7 +439,7 @@ static ssize_t shm_rx_rndv(struct shm_conn *sc, uint8_t *p, uint32_t len,
 	if (sc->rx_off == r->total) {
 		uint64_t id = r->id;
 
-		shm_rx_consume(sc, shm_pkt_span(len));
+		shm_rx_consume(sc, ring, shm_pkt_span(len));
 		atomic_store_explicit(&sc->rx_ctrl->acked_id, id,
 				      memory_order_release);
 		sc->conn->stats.packets_received++;
@@ -391,20 +456,25 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 	ssize_t ret = 0;
 
 	while (done < total) {
-		uint8_t *p = sc->rx_ring + (sc->rx_head & sc->rx_mask);
-		uint64_t h = shm_load_hdr(p);
-		uint32_t len = shm_hdr_len(h);
-		uint64_t room = sc->rx_mask + 1 - (sc->rx_head & sc->rx_mask);
+		uint64_t h;
+		struct shm_rx_ring *r = shm_rx_next(sc, &h);
+		uint8_t *p;
+		uint32_t len;
+		uint64_t room;
 		int fin;
 
-		if (shm_hdr_seq(h) != sc->rx_seq)
+		if (!r)
 			break;
+		len = shm_hdr_len(h);
+		p = r->base + (r->head & r->mask);
+		room = r->mask + 1 - (r->head & r->mask);
 		if (shm_hdr_type(h) == SHM_PKT_SKIP) {
-			shm_rx_consume(sc, room);
+			shm_rx_consume(sc, r, room);
 			continue;
 		}
 		if (shm_pkt_span(len) > room) {
-			ret = shm_rx_corrupt(sc, h, "packet past the ring end");
+			ret = shm_rx_corrupt(sc, r, h,
+					     "packet past the ring end");
 			break;
 		}
 		if (shm_hdr_type(h) == SHM_PKT_DATA) {
@@ -415,10 +485,11 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			sc->rx_off += n;
 			if (sc->rx_off < len)
 				break;
-			shm_rx_consume(sc, shm_pkt_span(len));
+			shm_rx_consume(sc, r, shm_pkt_span(len));
 			sc->conn->stats.packets_received++;
 		} else if (shm_hdr_type(h) == SHM_PKT_RNDV) {
-			ret = shm_rx_rndv(sc, p, len, c, total - done, &fin);
+			ret = shm_rx_rndv(sc, r, p, len, c, total - done,
+					  &fin);
 			if (ret < 0)
 				break;
 			done += (size_t)ret;
@@ -426,7 +497,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			if (!fin)
 				break;
 		} else {
-			ret = shm_rx_corrupt(sc, h, "unknown packet type");
+			ret = shm_rx_corrupt(sc, r, h, "unknown packet type");
 			break;
 		}
 	}
@@ -447,7 +518,7 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 	struct rdmach_iovc c;
 	ssize_t n;
 
-	if (sc->rx_released != sc->rx_head) {
+	if (sc->rx_holds) {
 		shm_rx_release(sc);
 		if (sc->rx_idle_polls % SHM_IDLE_POLLS)
 			return 0;
@@ -465,24 +536,23 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 	return 0;
 }
 
-/* Something is at the ring head (header h). */
+/* Packet rx_seq is at the head of ring r (header h). */
 static __attribute__((noinline)) ssize_t
-shm_rx_arrived(struct shm_conn *sc, uint64_t h, const struct iovec *iov,
-	       int iovcnt, size_t total)
+shm_rx_arrived(struct shm_conn *sc, struct shm_rx_ring *r, uint64_t h,
+	       const struct iovec *iov, int iovcnt, size_t total)
 {
 	uint32_t len = shm_hdr_len(h);
-	uint64_t off = sc->rx_head & sc->rx_mask, span = shm_pkt_span(len);
+	uint64_t off = r->head & r->mask, span = shm_pkt_span(len);
 	struct rdmach_iovc c;
 	ssize_t n;
 
 	/* a whole data packet that fits the first piece: most messages */
 	if (shm_hdr_type(h) == SHM_PKT_DATA && !sc->rx_off &&
-	    len <= iov[0].iov_len && span <= sc->rx_mask + 1 - off) {
-		shm_copy(iov[0].iov_base, sc->rx_ring + off + SHM_HDR, len);
-		shm_rx_consume(sc, span);
+	    len <= iov[0].iov_len && span <= r->mask + 1 - off) {
+		shm_copy(iov[0].iov_base, r->base + off + SHM_HDR, len);
+		shm_rx_consume(sc, r, span);
 		sc->conn->stats.packets_received++;
-		if (len == total || shm_hdr_seq(shm_load_hdr(sc->rx_ring +
-				(sc->rx_head & sc->rx_mask))) != sc->rx_seq) {
+		if (len == total || !shm_rx_next(sc, &h)) {
 			shm_rx_release_held(sc);
 			return len;
 		}
@@ -496,42 +566,51 @@ shm_rx_arrived(struct shm_conn *sc, uint64_t h, const struct iovec *iov,
 }
 
 /* Kept small (no register saves): the empty poll is the hot loop of every
- * waiter, one load and a compare. */
+ * waiter, a load and a compare per ring. */
 static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
 		       int iovcnt, size_t total)
 {
 	struct shm_conn *sc = conn->priv;
-	uint64_t h = shm_load_hdr(sc->rx_ring + (sc->rx_head & sc->rx_mask));
+	uint64_t h;
+	struct shm_rx_ring *r = shm_rx_next(sc, &h);
 
-	if (shm_hdr_seq(h) == sc->rx_seq)
-		return shm_rx_arrived(sc, h, iov, iovcnt, total);
-	if (sc->rx_released != sc->rx_head ||
-	    ++sc->rx_idle_polls % SHM_IDLE_POLLS == 0)
+	if (r)
+		return shm_rx_arrived(sc, r, h, iov, iovcnt, total);
+	if (sc->rx_holds || ++sc->rx_idle_polls % SHM_IDLE_POLLS == 0)
 		return shm_rx_idle(sc, iov, iovcnt, total);
 	return 0;
 }
 
 /* ---- send -------------------------------------------------------------- */
 
-/* Free ring bytes, refreshing the cached tail when that says < need. */
-static uint64_t shm_tx_space(struct shm_conn *sc, uint64_t need)
+/* Free bytes of ring r, refreshing the cached tail when that says
+ * < need. */
+static uint64_t shm_tx_space(struct shm_conn *sc, struct shm_tx_ring *r,
+			     uint64_t need)
 {
-	uint64_t space = sc->tx_size - (sc->tx_head - sc->tx_tail);
+	uint64_t space = r->size - (r->head - r->tail_seen), tail;
 
 	if (space >= need)
 		return space;
-	sc->tx_tail = atomic_load_explicit(&sc->tx_ctrl->tail,
-					   memory_order_acquire);
-	sc->conn->stats.credit_updates_received++;
-	return sc->tx_size - (sc->tx_head - sc->tx_tail);
+	tail = atomic_load_explicit(r->tail, memory_order_acquire);
+	if (tail != r->tail_seen) {
+		r->tail_seen = tail;
+		sc->conn->stats.credit_updates_received++;
+	}
+	return r->size - (r->head - r->tail_seen);
 }
 
-static inline void shm_tx_post(struct shm_conn *sc, uint8_t *p, unsigned type,
-			       uint32_t len)
+/* Publish the packet at p, its payload written; it takes span bytes of
+ * ring r. */
+static inline void shm_tx_post(struct shm_conn *sc, struct shm_tx_ring *r,
+			       uint8_t *p, unsigned type, uint32_t len,
+			       uint64_t span)
 {
 	atomic_store_explicit((_Atomic uint64_t *)(void *)p,
-			      shm_hdr_make(sc->tx_seq++, type, len),
+			      shm_hdr_make(sc->tx_seq, type, len),
 			      memory_order_release);
+	sc->tx_seq = shm_seq_next(sc->tx_seq);
+	r->head += span;
 }
 
 /* Nothing could be sent: report the reader's close or death. */
@@ -543,9 +622,11 @@ static ssize_t shm_tx_stalled(struct shm_conn *sc)
 	return 0;
 }
 
+/* Copy through the main ring, in packets of at most chunk bytes. */
 static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
 			   int iovcnt, size_t total)
 {
+	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
 	struct rdmach_iovc c;
 	size_t done = 0;
 
@@ -554,10 +635,11 @@ static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
 		uint64_t want = total - done < sc->tl->chunk ?
 				total - done : sc->tl->chunk;
 		uint64_t need = shm_pkt_span(want);
-		uint64_t pos = sc->tx_head & sc->tx_mask;
-		uint64_t contig = sc->tx_size - pos;
-		uint64_t room = shm_tx_space(sc, need < contig ? need : contig);
-		uint8_t *p = sc->tx_ring + pos;
+		uint64_t pos = r->head & r->mask;
+		uint64_t contig = r->size - pos;
+		uint64_t room = shm_tx_space(sc, r, need < contig ?
+						     need : contig);
+		uint8_t *p = r->base + pos;
 
 		if (room > contig)
 			room = contig;
@@ -570,8 +652,8 @@ static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
 			want = room - SHM_HDR;
 		}
 		shm_gather(&c, p + SHM_HDR, want);
-		shm_tx_post(sc, p, SHM_PKT_DATA, (uint32_t)want);
-		sc->tx_head += shm_pkt_span(want);
+		shm_tx_post(sc, r, p, SHM_PKT_DATA, (uint32_t)want,
+			    shm_pkt_span(want));
 		sc->conn->stats.packets_sent++;
 		done += want;
 	}
@@ -613,6 +695,7 @@ static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
 		struct rdmach_rndv_hdr h;
 		struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
 	} ctl;
+	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
 	uint64_t pos, contig, need, len;
 	size_t bytes;
 	int cnt;
@@ -622,23 +705,21 @@ static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
 		return -EAGAIN;
 	len = rdmach_rndv_size(ctl.h.nsegs);
 	need = shm_pkt_span(len);
-	pos = sc->tx_head & sc->tx_mask;
-	contig = sc->tx_size - pos;
+	pos = r->head & r->mask;
+	contig = r->size - pos;
 	if (contig < need) {
-		if (shm_tx_space(sc, contig + need) < contig + need)
+		if (shm_tx_space(sc, r, contig + need) < contig + need)
 			return shm_tx_stalled(sc);
-		shm_tx_post(sc, sc->tx_ring + pos, SHM_PKT_SKIP, 0);
-		sc->tx_head += contig;
+		shm_tx_post(sc, r, r->base + pos, SHM_PKT_SKIP, 0, contig);
 		pos = 0;
-	} else if (shm_tx_space(sc, need) < need) {
+	} else if (shm_tx_space(sc, r, need) < need) {
 		return shm_tx_stalled(sc);
 	}
 	ctl.h.id = sc->next_rndv_id++;
 	ctl.h.total = bytes;
 	ctl.h.flags = 0;
-	memcpy(sc->tx_ring + pos + SHM_HDR, &ctl, len);
-	shm_tx_post(sc, sc->tx_ring + pos, SHM_PKT_RNDV, (uint32_t)len);
-	sc->tx_head += need;
+	memcpy(r->base + pos + SHM_HDR, &ctl, len);
+	shm_tx_post(sc, r, r->base + pos, SHM_PKT_RNDV, (uint32_t)len, need);
 	sc->conn->stats.packets_sent++;
 
 	sc->rndv.active = 1;
@@ -700,28 +781,45 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 	return shm_tx_copy(sc, iov, iovcnt, total);
 }
 
-/* Most messages: one packet (no rendezvous) that fits before the ring end
- * and in the space the cached tail shows; everything else, and a closed
- * reader, go the general way. */
+/* The ring a put of one packet of need bytes goes to now: the line ring
+ * if it is one line and there is room there, else the main ring if the
+ * packet fits before its end and in the space the cached tail shows;
+ * NULL sends the put the general way. */
+static inline struct shm_tx_ring *shm_tx_ring_for(struct shm_conn *sc,
+						  uint64_t need)
+{
+	struct shm_tx_ring *r = &sc->tx[SHM_LINES];
+
+	if (need == SHM_LINE && r->size && shm_tx_space(sc, r, need) >= need)
+		return r;
+	r = &sc->tx[SHM_MAIN];
+	if (need > r->size - (r->head & r->mask) ||
+	    shm_tx_space(sc, r, need) < need)
+		return NULL;
+	return r;
+}
+
+/* Most messages: one packet (no rendezvous) into the ring
+ * shm_tx_ring_for picks; everything else, and a closed reader, go the
+ * general way. */
 static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 		       int iovcnt, size_t total)
 {
 	struct shm_conn *sc = conn->priv;
 	uint64_t need = shm_pkt_span(total);
-	uint64_t pos = sc->tx_head & sc->tx_mask;
+	struct shm_tx_ring *r;
 	struct rdmach_iovc c;
 	uint8_t *p;
 
-	if (total > sc->small_max || sc->rndv.active ||
-	    need > sc->tx_size - pos || shm_tx_space(sc, need) < need ||
+	if (total > sc->one_pkt_max || sc->rndv.active ||
+	    !(r = shm_tx_ring_for(sc, need)) ||
 	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
 				 memory_order_acquire))
 		return shm_put_general(sc, iov, iovcnt, total);
-	p = sc->tx_ring + pos;
+	p = r->base + (r->head & r->mask);
 	rdmach_iovc_init(&c, iov, iovcnt);
 	shm_gather(&c, p + SHM_HDR, total);
-	shm_tx_post(sc, p, SHM_PKT_DATA, (uint32_t)total);
-	sc->tx_head += need;
+	shm_tx_post(sc, r, p, SHM_PKT_DATA, (uint32_t)total, need);
 	sc->conn->stats.packets_sent++;
 	return (ssize_t)total;
 }
@@ -743,7 +841,15 @@ static int shm_read_knobs(struct shm_tl *tl)
 			   "power of two", v[K_RING_SIZE]);
 		return -EINVAL;
 	}
+	if (v[K_LINE_RING] && (v[K_LINE_RING] < 2 * SHM_LINE ||
+			       (v[K_LINE_RING] & (v[K_LINE_RING] - 1)))) {
+		rdmach_err("shm: RDMACH_SHM_LINE_RING=%" PRIu64 " is neither 0 "
+			   "nor a power of two >= %u", v[K_LINE_RING],
+			   2 * SHM_LINE);
+		return -EINVAL;
+	}
 	tl->ring_size = v[K_RING_SIZE];
+	tl->line_ring_size = v[K_LINE_RING];
 	tl->chunk = v[K_CHUNK];
 	if (tl->chunk > tl->ring_size / 4)	/* keep >= 4 packets in flight */
 		tl->chunk = tl->ring_size / 4;
@@ -798,7 +904,7 @@ static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	if (npeers == 0)
 		return 0;
 	err = shm_seg_create(&tl->seg, base->ctx->rank, peers, npeers,
-			     tl->ring_size);
+			     tl->ring_size, tl->line_ring_size);
 	if (err)
 		return err;
 	err = shm_seg_describe(&tl->seg, seg, sizeof(seg));
@@ -841,23 +947,56 @@ static int shm_parse_peer(const char *val, int peer, pid_t *pid,
 	return 0;
 }
 
+/* Packet numbers start this close to the 32-bit wrap, so that every
+ * connection that moves a few hundred packets checks the wrap (which skips
+ * 0) instead of only those that move four billion. */
+#define SHM_SEQ_FIRST (UINT32_MAX - 255u)
+
+/* A line ring nobody writes (RDMACH_SHM_LINE_RING=0): its head reads 0,
+ * never a packet number. */
+static _Alignas(SHM_LINE) uint8_t shm_no_line_ring[SHM_LINE];
+
+static void shm_tx_ring_init(struct shm_tx_ring *r, uint8_t *base,
+			     _Atomic uint64_t *tail, uint64_t size)
+{
+	r->base = base;
+	r->tail = tail;
+	r->size = size;
+	r->mask = size ? size - 1 : 0;
+}
+
+static void shm_rx_ring_init(struct shm_rx_ring *r, uint8_t *base,
+			     _Atomic uint64_t *tail, uint64_t size)
+{
+	r->base = size ? base : shm_no_line_ring;
+	r->tail = tail;
+	r->mask = size ? size - 1 : 0;
+}
+
 static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 				 const struct shm_seg *peer_seg, int tx_slot,
 				 int rx_slot)
 {
-	sc->tx_ring = shm_seg_ring(peer_seg, tx_slot);
+	const struct shm_seg_hdr *ph = shm_seg_hdr(peer_seg);
+
 	sc->tx_ctrl = shm_seg_ctrl(peer_seg, tx_slot);
-	sc->tx_size = shm_seg_hdr(peer_seg)->ring_size;
-	sc->tx_mask = sc->tx_size - 1;
-	sc->small_max = tl->chunk;
-	if (tl->cma && tl->cma_threshold <= sc->small_max)
-		sc->small_max = tl->cma_threshold - 1;
-	sc->tx_seq = 1;
+	shm_tx_ring_init(&sc->tx[SHM_MAIN], shm_seg_ring(peer_seg, tx_slot),
+			 &sc->tx_ctrl->tail, ph->ring_size);
+	shm_tx_ring_init(&sc->tx[SHM_LINES],
+			 shm_seg_line_ring(peer_seg, tx_slot),
+			 &sc->tx_ctrl->line_tail, ph->line_ring_size);
+	sc->one_pkt_max = tl->chunk;
+	if (tl->cma && tl->cma_threshold <= sc->one_pkt_max)
+		sc->one_pkt_max = tl->cma_threshold - 1;
+	sc->tx_seq = SHM_SEQ_FIRST;
 	sc->next_rndv_id = 1;
-	sc->rx_ring = shm_seg_ring(&tl->seg, rx_slot);
 	sc->rx_ctrl = shm_seg_ctrl(&tl->seg, rx_slot);
-	sc->rx_mask = tl->ring_size - 1;
-	sc->rx_seq = 1;
+	shm_rx_ring_init(&sc->rx[SHM_MAIN], shm_seg_ring(&tl->seg, rx_slot),
+			 &sc->rx_ctrl->tail, tl->ring_size);
+	shm_rx_ring_init(&sc->rx[SHM_LINES],
+			 shm_seg_line_ring(&tl->seg, rx_slot),
+			 &sc->rx_ctrl->line_tail, tl->line_ring_size);
+	sc->rx_seq = SHM_SEQ_FIRST;
 }
 
 static void shm_cma_setup(struct shm_conn *sc, struct shm_tl *tl,

@@ -1,12 +1,20 @@
 /*
- * shm_ring.h - the single-producer/single-consumer byte ring of rdma_shm.
+ * shm_ring.h - the single-producer/single-consumer byte rings of rdma_shm.
  *
- * One ring per direction per pair of processes, living in the RECEIVER's
- * segment (as an RDMA ring lives in the receiver's registered memory).
- * The ring is a power-of-two array of 64-byte lines.  A packet starts on a
- * line boundary with an 8-byte header word followed by its payload, so an
- * 8-byte message is one cache line; packets never wrap (a SKIP packet pads
- * to the end of the ring when a control packet does not fit).
+ * Two rings per direction per pair of processes, living in the RECEIVER's
+ * segment (as an RDMA ring lives in the receiver's registered memory):
+ *  - the main ring (RDMACH_SHM_RING_SIZE), a power-of-two array of 64-byte
+ *    lines.  A packet starts on a line boundary with an 8-byte header word
+ *    followed by its payload; packets never wrap (a SKIP packet pads to the
+ *    end of the ring when a control packet does not fit);
+ *  - the line ring (RDMACH_SHM_LINE_RING, a few lines): packets of one
+ *    line only (payload <= 56 bytes: an 8-byte MPI message with its CH3
+ *    header).  A ping-pong then keeps reusing the same few lines, which
+ *    stay in both caches; walking a 1024-line ring costs every message a
+ *    line neither cache holds (3-11% of a one-way trip, rdma_shm/README.md).
+ * One sequence of packet numbers spans both rings: the reader takes packet
+ * rx_seq from whichever ring's head holds it, so the byte stream keeps its
+ * order whichever ring the writer picked (the line ring when it has room).
  *
  * Memory-ordering contract
  * ------------------------
@@ -15,13 +23,14 @@
  *    at its expected position with an ACQUIRE load; a header whose
  *    sequence number is the next one expected means the whole packet is
  *    visible.  There is no head index: the header IS the head.
- *  - Lap guard: headers carry a 32-bit packet sequence number, and the
- *    reader zeroes the first word of every line of a packet it consumed
- *    before returning that space, so neither an old header nor old payload
- *    bytes at a line start can ever be taken for a new arrival.
- *  - The reader returns space by a RELEASE store of `tail` (bytes consumed,
- *    monotonic) on its own cache line; the writer reads it (ACQUIRE) only
- *    when its cached copy says the ring is full.  Zeroing happens before
+ *  - Lap guard: headers carry a 32-bit packet sequence number, never 0
+ *    (the count skips it when it wraps), and the reader zeroes the first
+ *    word of every line of a packet it consumed before returning that
+ *    space, so neither an old header nor old payload bytes at a line start
+ *    can ever be taken for a new arrival.
+ *  - The reader returns space by a RELEASE store of each ring's tail
+ *    (bytes consumed, monotonic) on its own cache line; the writer reads
+ *    it (ACQUIRE) only when its cached copy says the ring is full.  Zeroing happens before
  *    that store, so the writer never races with it.  Both are deferred to
  *    the reader's next empty poll (or to when a quarter of the ring is
  *    held back): off the path from an arrival to the reader's own next
@@ -66,6 +75,16 @@ static inline unsigned shm_hdr_type(uint64_t h)
 }
 static inline uint32_t shm_hdr_len(uint64_t h) { return (uint32_t)h & SHM_LEN_MAX; }
 
+/* The packet number after seq (0 is never one: a zeroed word must not
+ * match). */
+static inline uint32_t shm_seq_next(uint32_t seq)
+{
+	return seq + 1 ? seq + 1 : 1;
+}
+
+/* Largest payload of a line-ring packet. */
+#define SHM_LINE_PAYLOAD (SHM_LINE - SHM_HDR)
+
 /* Ring bytes a packet with len payload bytes occupies. */
 static inline uint64_t shm_pkt_span(uint64_t len)
 {
@@ -76,9 +95,10 @@ static inline uint64_t shm_pkt_span(uint64_t len)
  * line prefetcher does not couple them. */
 struct shm_ring_ctrl {
 	/* written by the reader, often */
-	_Atomic uint64_t tail;		/* ring bytes consumed */
+	_Atomic uint64_t tail;		/* main ring bytes consumed */
+	_Atomic uint64_t line_tail;	/* line ring bytes consumed */
 	_Atomic uint64_t acked_id;	/* last rendezvous fully read */
-	uint8_t pad0[128 - 16];
+	uint8_t pad0[128 - 24];
 	/* written by the reader, once */
 	_Atomic uint32_t reader_closed;
 	_Atomic uint32_t cma_ok;	/* reader can read the writer's memory */

@@ -73,8 +73,9 @@ static int shm_seg_open_fd(struct shm_seg *seg)
 
 static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 			     const int *writers, int nwriters,
-			     uint64_t ring_size, uint64_t ctrl_off,
-			     uint64_t ring_off)
+			     uint64_t ring_size, uint64_t line_ring_size,
+			     uint64_t ctrl_off, uint64_t ring_off,
+			     uint64_t line_off)
 {
 	struct shm_seg_hdr *h = seg->base;
 	int i;
@@ -85,6 +86,8 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 	h->ring_size = ring_size;
 	h->ctrl_off = ctrl_off;
 	h->ring_off = ring_off;
+	h->line_ring_size = line_ring_size;
+	h->line_off = line_off;
 	h->size = seg->size;
 	h->owner_rank = my_rank;
 	h->owner_pid = (int32_t)getpid();
@@ -95,9 +98,9 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 }
 
 int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
-		   int nwriters, uint64_t ring_size)
+		   int nwriters, uint64_t ring_size, uint64_t line_ring_size)
 {
-	uint64_t ctrl_off, ring_off, size;
+	uint64_t ctrl_off, ring_off, line_off, size;
 	void *base;
 	int fd, err;
 
@@ -106,7 +109,8 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 			     sizeof(struct shm_ring_ctrl));
 	ring_off = shm_align(ctrl_off + (uint64_t)nwriters *
 			     sizeof(struct shm_ring_ctrl), SHM_PAGE);
-	size = ring_off + (uint64_t)nwriters * ring_size;
+	line_off = ring_off + (uint64_t)nwriters * ring_size;
+	size = line_off + (uint64_t)nwriters * line_ring_size;
 
 	fd = shm_seg_open_fd(seg);
 	if (fd < 0)
@@ -131,7 +135,7 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 	seg->size = size;
 	seg->fd = fd;
 	shm_seg_init_hdr(seg, my_rank, writers, nwriters, ring_size,
-			 ctrl_off, ring_off);
+			 line_ring_size, ctrl_off, ring_off, line_off);
 	return 0;
 
 err_close:

@@ -1,6 +1,7 @@
 /*
  * shm_seg.h - the receive segment of one process: a header, then one ring
- * control block and one ring per local peer (the writer), self included.
+ * control block, one main ring and one line ring per local peer (the
+ * writer), self included.
  *
  * The segment is a memfd, never named in /dev/shm: peers open it through
  * /proc/<pid>/fd/<fd> during wire-up and the owner closes the fd once
@@ -19,7 +20,7 @@
 #include "shm_ring.h"
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
-#define SHM_SEG_VERSION 1u
+#define SHM_SEG_VERSION 2u
 
 struct shm_seg_hdr {
 	uint64_t magic;
@@ -28,6 +29,8 @@ struct shm_seg_hdr {
 	uint64_t ring_size;	/* bytes of each ring, a power of two */
 	uint64_t ctrl_off;	/* struct shm_ring_ctrl[nslots] */
 	uint64_t ring_off;	/* ring i at ring_off + i * ring_size */
+	uint64_t line_ring_size; /* bytes of each line ring (0: none) */
+	uint64_t line_off;	/* line ring i at line_off + i * line_ring_size */
 	uint64_t size;		/* whole segment */
 	int32_t owner_rank;
 	int32_t owner_pid;
@@ -44,7 +47,7 @@ struct shm_seg {
 
 /* Create my segment with one slot per writer rank. */
 int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
-		   int nwriters, uint64_t ring_size);
+		   int nwriters, uint64_t ring_size, uint64_t line_ring_size);
 /* "pid:fd:size:name" for the oob exchange (name "-" for a memfd). */
 int shm_seg_describe(const struct shm_seg *seg, char *buf, size_t len);
 /* Map a peer's segment from its description; checks magic and size. */
@@ -74,6 +77,14 @@ static inline uint8_t *shm_seg_ring(const struct shm_seg *seg, int slot)
 	struct shm_seg_hdr *h = seg->base;
 
 	return (uint8_t *)seg->base + h->ring_off + (size_t)slot * h->ring_size;
+}
+
+static inline uint8_t *shm_seg_line_ring(const struct shm_seg *seg, int slot)
+{
+	struct shm_seg_hdr *h = seg->base;
+
+	return (uint8_t *)seg->base + h->line_off +
+	       (size_t)slot * h->line_ring_size;
 }
 
 #endif /* RDMACH_SHM_SEG_H */

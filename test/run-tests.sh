@@ -111,10 +111,12 @@ conf=$O/test/test_conformance
 # 2. small rings and thresholds
 if [ -x "$conf" ] && ! skipped small; then
 	run "conformance tiny shm rings" RDMACH_SHM_RING_SIZE=4K \
-		RDMACH_SHM_CHUNK=256 RDMACH_SHM_CMA_THRESHOLD=1K \
+		RDMACH_SHM_LINE_RING=128 RDMACH_SHM_CHUNK=256 \
+		RDMACH_SHM_CMA_THRESHOLD=1K \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"
-	run "conformance shm without CMA" RDMACH_SHM_CMA=0 \
+	run "conformance shm without CMA or line ring" RDMACH_SHM_CMA=0 \
+		RDMACH_SHM_LINE_RING=0 \
 		RDMACH_SHM_RING_SIZE=16K RDMACH_SHM_CHUNK=1K \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"

@@ -198,8 +198,8 @@ static int conf_threshold_sizes(size_t *out, int max)
 		"RDMACH_IB_RING_SIZE", "RDMACH_IB_CHUNK_SIZE",
 		"RDMACH_ZCOPY_THRESHOLD",
 	};
-	static const size_t small[] = { 0, 1, 2, 7, 8, 9, 63, 64, 65, 4095,
-					4096, 4097 };
+	static const size_t small[] = { 0, 1, 2, 7, 8, 9, 55, 56, 57, 63, 64,
+					65, 4095, 4096, 4097 };
 	size_t i;
 	int n = 0, j;
 

@@ -1,7 +1,8 @@
 /*
  * test_shm - behaviour specific to the shared-memory transport: the
  * cross-memory (CMA) rendezvous (partial gets, same-iovec retries, more
- * pieces than one control packet holds, RDMACH_SHM_CMA=0), a dead peer
+ * pieces than one control packet holds, RDMACH_SHM_CMA=0), the order of
+ * a stream split between the line ring and the main ring, a dead peer
  * (data first, then -ECONNRESET in bounded time, for get, put and a
  * pending zero-copy put), and that no segment is left behind.
  */
@@ -259,6 +260,52 @@ static int shm_cma_off(struct tst *t)
 	return ret ? ret : tst_barrier(t);
 }
 
+/* A stream of puts of 1..120 bytes through a 2-line line ring and a
+ * 4 KiB main ring, read only after a pause: one-line puts go to the line
+ * ring while it has room and to the main ring once it is full, so packets
+ * alternate between the rings in every order.  The reader must still see
+ * the bytes in the order they were put. */
+static int shm_line_ring_order(struct tst *t)
+{
+	enum { LEN = 200000 };
+	uint64_t seed;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	int err, ret = 0;
+
+	setenv("RDMACH_SHM_LINE_RING", "128", 1);
+	setenv("RDMACH_SHM_RING_SIZE", "4096", 1);
+	err = tst_connect(t, &t->ctx);
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	c = tst_conn(t, 1 - t->rank);
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 1) {
+		usleep(20000);	/* let both rings fill */
+		ret = get_pieces(t, c, seed, LEN, 77);
+		return ret ? ret : tst_barrier(t);
+	}
+	buf = malloc(LEN);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, LEN, seed, 0);
+	for (size_t off = 0, i = 0; off < LEN && !ret; i++) {
+		size_t len = 1 + (i * 37) % 120;
+
+		if (len > LEN - off)
+			len = LEN - off;
+		put_whole(t, c, buf + off, len, &err);
+		if (err)
+			ret = tst_fail(t, "put at offset %zu: %s", off,
+				       rdmach_strerror(err));
+		off += len;
+	}
+	free(buf);
+	return ret ? ret : tst_barrier(t);
+}
+
 /* The sender dies (SIGKILL) after putting; the survivor first gets every
  * byte that was in the ring, then -ECONNRESET within bounded time. */
 static int shm_peer_death_get(struct tst *t)
@@ -447,6 +494,8 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_rndv_many_pieces", 2, shm_rndv_many_pieces, 0, NULL, { 0 } },
 	{ "shm_cma_off", 2, shm_cma_off, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "shm_line_ring_order", 2, shm_line_ring_order,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_peer_death_get", 2, shm_peer_death_get,
 	  TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_peer_death_put", 2, shm_peer_death_put,
