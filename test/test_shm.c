@@ -231,21 +231,42 @@ static int shm_rndv_many_pieces(struct tst *t)
 	return tst_barrier(t);
 }
 
+/* Connect with the settings env (name, value, ..., NULL) and return the
+ * shm connection to the other rank; NULL with *ret the case's result
+ * (TST_SKIP or a failure) if there is none. */
+static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
+				   int *ret)
+{
+	rdmach_conn_t *c;
+	int err;
+
+	for (; env[0]; env += 2)
+		setenv(env[0], env[1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err) {
+		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
+		return NULL;
+	}
+	c = tst_conn(t, 1 - t->rank);
+	if (!c || shm_only(t, c)) {
+		*ret = c ? TST_SKIP : -1;
+		return NULL;
+	}
+	return c;
+}
+
 /* RDMACH_SHM_CMA=0: large puts are copied through the ring. */
 static int shm_cma_off(struct tst *t)
 {
+	static const char *const env[] = { "RDMACH_SHM_CMA", "0", NULL };
 	uint64_t seed;
 	rdmach_conn_t *c;
 	rdmach_stats_t st;
 	int err, ret;
 
-	setenv("RDMACH_SHM_CMA", "0", 1);
-	err = tst_connect(t, &t->ctx);
-	if (err)
-		return tst_fail(t, "connect: %s", rdmach_strerror(err));
-	c = tst_conn(t, 1 - t->rank);
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
 	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
 		put_big_pattern(t, c, seed, &err);
@@ -267,20 +288,18 @@ static int shm_cma_off(struct tst *t)
  * the bytes in the order they were put. */
 static int shm_line_ring_order(struct tst *t)
 {
+	static const char *const env[] = { "RDMACH_SHM_LINE_RING", "128",
+					   "RDMACH_SHM_RING_SIZE", "4096",
+					   NULL };
 	enum { LEN = 200000 };
 	uint64_t seed;
 	rdmach_conn_t *c;
 	uint8_t *buf;
 	int err, ret = 0;
 
-	setenv("RDMACH_SHM_LINE_RING", "128", 1);
-	setenv("RDMACH_SHM_RING_SIZE", "4096", 1);
-	err = tst_connect(t, &t->ctx);
-	if (err)
-		return tst_fail(t, "connect: %s", rdmach_strerror(err));
-	c = tst_conn(t, 1 - t->rank);
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
 	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 1) {
 		usleep(20000);	/* let both rings fill */
