@@ -37,8 +37,7 @@ if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 else
 	test/vm/vm-run.sh "$root" "bench/run-mpi-ib-vm.sh --in-vm $out $out/mpi_latency $reps"
 fi || { echo "run-mpi-ib-vm: the VM run failed" >&2; exit 1; }
-value() { awk '!/^#/ && NF >= 2 {v = $2} END {print v}' "$1"; }
-median() { sort -g | awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+. bench/stats.sh
 runs() { for f in "$out"/"$1"-*.txt; do value "$f"; done; }
 best() { sort -g | head -1; }
 p=$(runs perftest | median) pb=$(runs perftest | best)

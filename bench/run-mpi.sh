@@ -60,8 +60,7 @@ for n in "${names[@]}"; do
 	run "$n" mpi_bw -m 1:4M >"$out/$n/bw.txt" 2>&1
 done
 
-value() { awk '!/^#/ && NF >= 2 {v = $2} END {print v}' "$1"; }
-median() { sort -g | awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+. bench/stats.sh
 declare -A lat bw
 for n in "${names[@]}"; do
 	lat[$n]=$(for f in "$out/$n"/lat8-*.txt; do value "$f"; done | median)

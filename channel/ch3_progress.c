@@ -264,12 +264,13 @@ static int corrupt_stream(MPIDI_VC_t *vc)
 }
 
 /* Read ahead into the staging buffer (its unread bytes moved to the
- * front first).  *nb = bytes got. */
+ * front first).  *nb = bytes got (now staged). */
 static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	size_t unread = vcch->rx_len - vcch->rx_pos;
 	struct iovec iov;
+	int mpi_errno;
 
 	if (vcch->rx_pos) {
 		memmove(vcch->rx_buf, vcch->rx_buf + vcch->rx_pos, unread);
@@ -278,7 +279,10 @@ static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
 	}
 	iov.iov_base = vcch->rx_buf + unread;
 	iov.iov_len = idle_policy.rx_staging - unread;
-	return rdma_get(vc, &iov, 1, nb);
+	mpi_errno = rdma_get(vc, &iov, 1, nb);
+	if (!mpi_errno)
+		vcch->rx_len += *nb;
+	return mpi_errno;
 }
 
 /* Length of the header at the front of the staged bytes: 0 while it is
@@ -378,7 +382,6 @@ static __attribute__((noinline)) int poll_recv_stream(MPIDI_VC_t *vc, int *progr
 				mpi_errno = staging_refill(vc, &nb);
 				if (mpi_errno || nb == 0)
 					break;
-				vcch->rx_len += nb;
 				*progressed = 1;
 				continue;
 			}
@@ -422,7 +425,6 @@ static inline int poll_recv(MPIDI_VC_t *vc, int *progressed)
 
 		if (mpi_errno || nb == 0)
 			return mpi_errno;
-		vcch->rx_len += nb;
 		*progressed = 1;
 		/* the common arrival, a header alone (an 8-byte message): its
 		 * handler right here, and out if that was all */

@@ -605,6 +605,33 @@ static inline int core_fast_call(const struct rdmach_conn *conn,
 	       conn->tl && !conn->err;
 }
 
+/* Count what a transport's put took; a put that took nothing may be a
+ * stall to warn of, one that took something ends it. */
+static inline void core_put_done(struct rdmach_conn *conn, ssize_t n)
+{
+	if (__builtin_expect(n > 0, 1)) {
+		conn->stats.bytes_put += (uint64_t)n;
+		conn->stats.msgs_put++;
+		conn->stall_since_ns = 0;
+		conn->stall_warned = 0;
+	} else if (n == 0) {
+		core_note_stall(conn);
+	}
+}
+
+/* Count what a transport's get gave; nothing on a failed connection is
+ * its error. */
+static inline ssize_t core_get_done(struct rdmach_conn *conn, ssize_t n)
+{
+	if (n > 0) {
+		conn->stats.bytes_got += (uint64_t)n;
+		conn->stats.msgs_got++;
+	} else if (n == 0 && __builtin_expect(conn->err != 0, 0)) {
+		n = conn->err;
+	}
+	return n;
+}
+
 static __attribute__((noinline)) ssize_t
 core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 {
@@ -620,14 +647,7 @@ core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 	if (!total)
 		return 0;
 	n = conn->tl->ops->put(conn, iov, iovcnt, total);
-	if (n > 0) {
-		conn->stats.bytes_put += (uint64_t)n;
-		conn->stats.msgs_put++;
-		conn->stall_since_ns = 0;
-		conn->stall_warned = 0;
-	} else if (n == 0) {
-		core_note_stall(conn);
-	}
+	core_put_done(conn, n);
 	return n;
 }
 
@@ -640,12 +660,7 @@ ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 			     conn->stall_since_ns, 0))
 		return core_put_slow(conn, iov, iovcnt);
 	n = conn->tl->ops->put(conn, iov, 1, iov->iov_len);
-	if (__builtin_expect(n > 0, 1)) {
-		conn->stats.bytes_put += (uint64_t)n;
-		conn->stats.msgs_put++;
-	} else if (n == 0) {
-		core_note_stall(conn);
-	}
+	core_put_done(conn, n);
 	return n;
 }
 
@@ -653,7 +668,6 @@ static __attribute__((noinline)) ssize_t
 core_get_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 {
 	size_t total;
-	ssize_t n;
 	int ret;
 
 	ret = core_check_call(conn, iov, iovcnt, &total);
@@ -661,30 +675,16 @@ core_get_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 		return ret;
 	if (!total)
 		return conn->err;
-	n = conn->tl->ops->get(conn, iov, iovcnt, total);
-	if (n > 0) {
-		conn->stats.bytes_got += (uint64_t)n;
-		conn->stats.msgs_got++;
-	} else if (n == 0 && conn->err) {
-		n = conn->err;
-	}
-	return n;
+	return core_get_done(conn, conn->tl->ops->get(conn, iov, iovcnt,
+						       total));
 }
 
 ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 {
-	ssize_t n;
-
 	if (__builtin_expect(!core_fast_call(conn, iov, iovcnt), 0))
 		return core_get_slow(conn, iov, iovcnt);
-	n = conn->tl->ops->get(conn, iov, 1, iov->iov_len);
-	if (n > 0) {
-		conn->stats.bytes_got += (uint64_t)n;
-		conn->stats.msgs_got++;
-	} else if (n == 0 && __builtin_expect(conn->err != 0, 0)) {
-		n = conn->err;
-	}
-	return n;
+	return core_get_done(conn, conn->tl->ops->get(conn, iov, 1,
+						       iov->iov_len));
 }
 
 int rdmach_progress(rdmach_ctx_t *ctx)

@@ -101,7 +101,6 @@ struct shm_conn {
 	struct shm_ring_ctrl *rx_ctrl;
 	uint32_t rx_seq;		/* sequence number expected next */
 	uint64_t rx_off;		/* bytes of the current packet consumed */
-	int rx_holds;			/* consumed space not given back yet */
 
 	/* liveness */
 	uint32_t idle_polls;		/* sends that found the ring full */
@@ -295,7 +294,13 @@ static void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
 	r->head += span;
 	sc->rx_seq = shm_seq_next(sc->rx_seq);
 	sc->rx_off = 0;
-	sc->rx_holds = 1;
+}
+
+/* Consumed space not given back to the writer yet? */
+static inline int shm_rx_holds(const struct shm_conn *sc)
+{
+	return sc->rx[SHM_MAIN].released != sc->rx[SHM_MAIN].head ||
+	       sc->rx[SHM_LINES].released != sc->rx[SHM_LINES].head;
 }
 
 /* Return consumed space to the writer: zero every line start in it (lap
@@ -325,7 +330,6 @@ static void shm_rx_release(struct shm_conn *sc)
 	for (i = 0; i < SHM_NRINGS; i++)
 		if (sc->rx[i].released != sc->rx[i].head)
 			shm_rx_release_ring(sc, &sc->rx[i]);
-	sc->rx_holds = 0;
 }
 
 /* Give space back once a quarter of a ring is held (a reader that never
@@ -518,7 +522,7 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 	struct rdmach_iovc c;
 	ssize_t n;
 
-	if (sc->rx_holds) {
+	if (shm_rx_holds(sc)) {
 		shm_rx_release(sc);
 		if (sc->rx_idle_polls % SHM_IDLE_POLLS)
 			return 0;
@@ -576,7 +580,7 @@ static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
 
 	if (r)
 		return shm_rx_arrived(sc, r, h, iov, iovcnt, total);
-	if (sc->rx_holds || ++sc->rx_idle_polls % SHM_IDLE_POLLS == 0)
+	if (shm_rx_holds(sc) || ++sc->rx_idle_polls % SHM_IDLE_POLLS == 0)
 		return shm_rx_idle(sc, iov, iovcnt, total);
 	return 0;
 }

@@ -30,12 +30,12 @@
  *    can ever be taken for a new arrival.
  *  - The reader returns space by a RELEASE store of each ring's tail
  *    (bytes consumed, monotonic) on its own cache line; the writer reads
- *    it (ACQUIRE) only when its cached copy says the ring is full.  Zeroing happens before
- *    that store, so the writer never races with it.  Both are deferred to
- *    the reader's next empty poll (or to when a quarter of the ring is
- *    held back): off the path from an arrival to the reader's own next
- *    put, whose header store would otherwise wait behind them (x86 stores
- *    become visible in order).
+ *    it (ACQUIRE) only when its cached copy says the ring is full.
+ *    Zeroing happens before that store, so the writer never races with
+ *    it.  Both are deferred to the reader's next empty poll (or to when a
+ *    quarter of the ring is held back): off the path from an arrival to
+ *    the reader's own next put, whose header store would otherwise wait
+ *    behind them (x86 stores become visible in order).
  *  - Flags written once (reader_closed, cma_ok by the reader; writer_closed
  *    by the writer) sit on lines of their own and are RELEASE/ACQUIRE.
  *    writer_closed is stored after the writer's last header, so a reader
@@ -81,9 +81,6 @@ static inline uint32_t shm_seq_next(uint32_t seq)
 {
 	return seq + 1 ? seq + 1 : 1;
 }
-
-/* Largest payload of a line-ring packet. */
-#define SHM_LINE_PAYLOAD (SHM_LINE - SHM_HDR)
 
 /* Ring bytes a packet with len payload bytes occupies. */
 static inline uint64_t shm_pkt_span(uint64_t len)
