@@ -955,6 +955,34 @@ static void ib_local_addr(struct ib_tl *tl, struct ib_conn *ic,
 	a->ctrl = (uintptr_t)ic->ctrl;
 	a->ring_size = tl->ring_size;
 	a->rkey = ic->mr->rkey;
+	a->wire = IB_WIRE_VERSION;
+	a->mtu = tl->dev.active_mtu;
+	a->mode = tl->mode + 1;
+}
+
+/* Can we talk to the peer that sent r?  Names what differs. */
+static int ib_check_peer(struct ib_tl *tl, int peer, const struct ib_addr *r)
+{
+	if (r->wire != IB_WIRE_VERSION) {
+		rdmach_err("ib: rank %d speaks rdma_ib wire version %u, this "
+			   "rank %u: run the same rdmach build on every host",
+			   peer, r->wire, IB_WIRE_VERSION);
+		return -EPROTO;
+	}
+	if (r->ring_size != tl->ring_size) {
+		rdmach_err("ib: rank %d has RDMACH_IB_RING_SIZE=%" PRIu64
+			   ", this rank %" PRIu64 ": set the same everywhere",
+			   peer, r->ring_size, tl->ring_size);
+		return -EINVAL;
+	}
+	if (r->mode && r->mode != tl->mode + 1U) {
+		rdmach_err("ib: rank %d has RDMACH_IB_MODE=%s, this rank %s: "
+			   "set the same everywhere", peer,
+			   r->mode <= 3 ? ib_mode_names[r->mode - 1] : "?",
+			   ib_mode_names[tl->mode]);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
@@ -1025,15 +1053,19 @@ static int ib_connect_one(struct ib_tl *tl, struct ib_conn *ic)
 			return -EPROTO;
 		}
 	}
-	if (r.ring_size != tl->ring_size) {
-		rdmach_err("ib: rank %d has RDMACH_IB_RING_SIZE=%" PRIu64
-			   ", this rank %" PRIu64 ": set the same everywhere",
-			   peer, r.ring_size, tl->ring_size);
-		return -EINVAL;
-	}
+	ret = ib_check_peer(tl, peer, &r);
+	if (ret)
+		return ret;
 	ret = ib_qp_connect(&tl->dev, ic->qp, ic->psn, &r, &tl->qpp);
 	if (ret)
 		return ret;
+	if (peer != ctx->rank)
+		rdmach_info("ib: rank %d: path MTU %s (this port %s, the "
+			    "peer's %s, RDMACH_IB_MTU %s)", peer,
+			    ib_mtu_str(ib_path_mtu(&tl->dev, &r, &tl->qpp)),
+			    ib_mtu_str(tl->dev.active_mtu),
+			    r.mtu ? ib_mtu_str((enum ibv_mtu)r.mtu) : "unknown",
+			    ib_mtu_str(tl->qpp.mtu));
 	ic->r_ring = r.ring;
 	ic->r_ctrl = r.ctrl;
 	ic->rkey = r.rkey;

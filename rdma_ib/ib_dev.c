@@ -249,6 +249,17 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 	return qp;
 }
 
+enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *r,
+			 const struct ib_qp_params *p)
+{
+	enum ibv_mtu mtu = p->mtu < d->active_mtu ? p->mtu : d->active_mtu;
+
+	/* a larger MTU than the peer's port takes is dropped on its link */
+	if (r->mtu >= IBV_MTU_256 && r->mtu < (uint32_t)mtu)
+		mtu = (enum ibv_mtu)r->mtu;
+	return mtu;
+}
+
 int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 		  const struct ib_addr *r, const struct ib_qp_params *p)
 {
@@ -257,7 +268,7 @@ int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = p->mtu < d->active_mtu ? p->mtu : d->active_mtu;
+	a.path_mtu = ib_path_mtu(d, r, p);
 	a.dest_qp_num = r->qpn;
 	a.rq_psn = r->psn;
 	a.max_dest_rd_atomic = (uint8_t)rd_atom;
@@ -304,20 +315,23 @@ void ib_addr_format(const struct ib_addr *a, char *buf, size_t len)
 	for (i = 0; i < 16; i++)
 		snprintf(gid + 2 * i, 3, "%02x", a->gid.raw[i]);
 	snprintf(buf, len, "%x:%s:%x:%x:%" PRIx64 ":%" PRIx64 ":%" PRIx64
-		 ":%x", a->lid, gid, a->qpn, a->psn, a->ring, a->ctrl,
-		 a->ring_size, a->rkey);
+		 ":%x:%x:%x:%x", a->lid, gid, a->qpn, a->psn, a->ring, a->ctrl,
+		 a->ring_size, a->rkey, a->wire, a->mtu, a->mode);
 }
 
 int ib_addr_parse(const char *s, struct ib_addr *a)
 {
-	unsigned int lid, qpn, psn, rkey, i;
+	unsigned int lid, qpn, psn, rkey, wire = 1, mtu = 0, mode = 0, i;
 	char gid[33];
 	struct ib_addr t;
+	int n;
 
 	memset(&t, 0, sizeof(t));
-	if (sscanf(s, "%x:%32[0-9a-f]:%x:%x:%" SCNx64 ":%" SCNx64 ":%" SCNx64
-		   ":%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
-		   &t.ring_size, &rkey) != 8 || strlen(gid) != 32)
+	/* 8 fields: a peer from before the wire version (version 1) */
+	n = sscanf(s, "%x:%32[0-9a-f]:%x:%x:%" SCNx64 ":%" SCNx64 ":%" SCNx64
+		   ":%x:%x:%x:%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
+		   &t.ring_size, &rkey, &wire, &mtu, &mode);
+	if ((n != 8 && n != 11) || strlen(gid) != 32)
 		return -EPROTO;
 	for (i = 0; i < 16; i++) {
 		unsigned int b;
@@ -330,6 +344,9 @@ int ib_addr_parse(const char *s, struct ib_addr *a)
 	t.qpn = qpn;
 	t.psn = psn;
 	t.rkey = rkey;
+	t.wire = wire;
+	t.mtu = mtu;
+	t.mode = mode;
 	*a = t;
 	return 0;
 }
