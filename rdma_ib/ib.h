@@ -94,5 +94,9 @@ void ib_addr_format(const struct ib_addr *a, char *buf, size_t len);
 int ib_addr_parse(const char *s, struct ib_addr *a);
 
 const char *ib_mtu_str(enum ibv_mtu mtu);
+/* A RoCE GID that carries an IPv4 address (::ffff:a.b.c.d)? */
+int ib_gid_is_v4mapped(const union ibv_gid *g);
+/* The GID as an IPv6 address (INET6_ADDRSTRLEN bytes are enough). */
+const char *ib_gid_str(const union ibv_gid *g, char *buf, size_t len);
 
 #endif /* RDMACH_IB_H */

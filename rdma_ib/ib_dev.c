@@ -1,4 +1,5 @@
 /* ib_dev.c - device, port and GID choice; RC QP creation and wiring. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,12 +21,19 @@ const char *ib_mtu_str(enum ibv_mtu mtu)
 	return "?";
 }
 
-static int ib_gid_is_v4mapped(const union ibv_gid *g)
+int ib_gid_is_v4mapped(const union ibv_gid *g)
 {
 	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					 0xff, 0xff };
 
 	return !memcmp(g->raw, pfx, sizeof(pfx));
+}
+
+const char *ib_gid_str(const union ibv_gid *g, char *buf, size_t len)
+{
+	if (!inet_ntop(AF_INET6, g->raw, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
 }
 
 /* RoCE v2 according to sysfs (kernels/libraries without gid_ex). */
