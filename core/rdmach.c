@@ -61,8 +61,11 @@ static uintptr_t core_live_conns[CORE_MAX_CTX][2];	/* [lo, hi) */
 static int core_live_slots;	/* slots ever used: the lookup's bound */
 static pthread_mutex_t core_live_lock = PTHREAD_MUTEX_INITIALIZER;
 
+#define CORE_WHY_MAX 160
+
 struct core_ctx_extra {
 	enum core_policy policy;
+	char tl_why[RDMACH_TL_MAX][CORE_WHY_MAX];	/* why not opened */
 	uint64_t stall_warn_ns;
 	int print_stats;
 };
@@ -180,6 +183,16 @@ int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 	return err;
 }
 
+void rdmach_tl_unavailable(struct rdmach_ctx *ctx, int tl, const char *fmt,
+			   ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(core_of(ctx)->x.tl_why[tl], CORE_WHY_MAX, fmt, ap);
+	va_end(ap);
+}
+
 int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value)
 {
 	int ret;
@@ -272,6 +285,9 @@ static int core_open_transports(struct rdmach_ctx *ctx)
 		if (!wanted)
 			continue;
 		if (!ops) {
+			rdmach_tl_unavailable(ctx, t, "this build has no "
+					      "InfiniBand support (configure "
+					      "found no libibverbs)");
 			if (policy == CORE_FORCE_IB) {
 				rdmach_err("RDMACH_TRANSPORT=ib, but this "
 					   "build has no InfiniBand support "
@@ -380,6 +396,73 @@ static void core_hostid(char *buf, size_t len)
 	snprintf(buf, len, "%s:%s", host, boot);
 }
 
+/* Out-of-band values carry no blanks (PMI-1 splits at them): %XX. */
+static void core_oob_encode(const char *s, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (; *s && n + 4 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch <= ' ' || ch == '%' || ch >= 0x7f)
+			n += (size_t)snprintf(out + n, len - n, "%%%02X", ch);
+		else
+			out[n++] = (char)ch;
+	}
+	out[n] = '\0';
+}
+
+static void core_oob_decode(char *s)
+{
+	char *w = s;
+	unsigned int ch;
+
+	for (; *s; s++) {
+		if (*s == '%' && sscanf(s + 1, "%2X", &ch) == 1) {
+			*w++ = (char)ch;
+			s += 2;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* The ib transport did not open here: say why to the other ranks, which
+ * need it when a pair across hosts is left without a transport. */
+static int core_publish_why(struct rdmach_ctx *ctx)
+{
+	char key[64], val[3 * CORE_WHY_MAX + 1];
+	const char *why = core_of(ctx)->x.tl_why[RDMACH_TL_IB];
+
+	if (ctx->tls[RDMACH_TL_IB] || core_of(ctx)->x.policy == CORE_FORCE_SHM)
+		return 0;
+	core_oob_encode(why[0] ? why : "ib did not open", val,
+			ctx->oob.value_max < sizeof(val) ?
+			ctx->oob.value_max + 1 : sizeof(val));
+	snprintf(key, sizeof(key), "rdmach-why-%d", ctx->rank);
+	return rdmach_oob_put(ctx, key, val);
+}
+
+/* The host part of a host id. */
+static void core_host_name(const char *hostid, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.*s", (int)strcspn(hostid, ":"), hostid);
+}
+
+/* Why ib is not available on rank r (published by core_publish_why). */
+static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
+			  size_t len)
+{
+	char key[64];
+
+	snprintf(key, sizeof(key), "rdmach-why-%d", r);
+	if (ctx->oob.get(ctx->oob.arg, key, buf, len))
+		snprintf(buf, len, "reason unknown");
+	else
+		core_oob_decode(buf);
+}
+
 static int core_exchange_info(struct rdmach_ctx *ctx,
 			      struct core_peer_info *info)
 {
@@ -394,6 +477,8 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 	snprintf(key, sizeof(key), "rdmach-%d", ctx->rank);
 	snprintf(val, sizeof(val), "%x:%s", mask, me);
 	ret = rdmach_oob_put(ctx, key, val);
+	if (!ret)
+		ret = core_publish_why(ctx);
 	if (ret)
 		return ret;
 	ret = core_fence(ctx, "host ids");
@@ -434,6 +519,37 @@ static int core_choose(const struct rdmach_ctx *ctx,
 	return -1;
 }
 
+/* No transport for the pair (a, b): say which hosts and why. */
+static void core_plan_error(struct rdmach_ctx *ctx,
+			    const struct core_peer_info *info, int a, int b)
+{
+	const char *policy = rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]);
+	unsigned ib = 1u << RDMACH_TL_IB;
+	char ha[CORE_HOSTID_MAX], hb[CORE_HOSTID_MAX], why[3 * CORE_WHY_MAX];
+	int r;
+
+	core_host_name(info[a].hostid, ha, sizeof(ha));
+	core_host_name(info[b].hostid, hb, sizeof(hb));
+	if (core_of(ctx)->x.policy == CORE_FORCE_SHM ||
+	    !strcmp(info[a].hostid, info[b].hostid) ||
+	    (info[a].tl_mask & info[b].tl_mask & ib)) {
+		rdmach_err("no transport connects rank %d (%s) and rank %d "
+			   "(%s) under RDMACH_TRANSPORT=%s", a, info[a].hostid,
+			   b, info[b].hostid, policy);
+		return;
+	}
+	/* on two hosts, and one of them (or both) has no ib */
+	for (r = a; r >= 0; r = r == a ? b : -1) {
+		if (info[r].tl_mask & ib)
+			continue;
+		core_peer_why(ctx, r, why, sizeof(why));
+		rdmach_err("rank %d on host %s and rank %d on host %s cannot "
+			   "connect: different hosts need the ib transport, "
+			   "and host %s (rank %d) has no usable RDMA device: "
+			   "%s", a, ha, b, hb, r == a ? ha : hb, r, why);
+	}
+}
+
 static int core_plan(struct rdmach_ctx *ctx, const struct core_peer_info *info,
 		     int *choice)
 {
@@ -447,13 +563,7 @@ static int core_plan(struct rdmach_ctx *ctx, const struct core_peer_info *info,
 			if (t < 0) {
 				if (ctx->rank == a || ctx->rank == b ||
 				    ctx->rank == 0)
-					rdmach_err("no transport connects rank "
-						   "%d (%s) and rank %d (%s) "
-						   "under RDMACH_TRANSPORT=%s",
-						   a, info[a].hostid, b,
-						   info[b].hostid,
-						   rdmach_knob_str(&core_knobs[
-							   CORE_KNOB_TRANSPORT]));
+					core_plan_error(ctx, info, a, b);
 				return -ENODEV;
 			}
 			if (a == ctx->rank)

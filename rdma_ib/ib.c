@@ -856,6 +856,8 @@ static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 	ret = ib_dev_open(&tl->dev, rdmach_knob_str(&ib_knobs[IB_K_DEVICE]),
 			  (unsigned int)port,
 			  rdmach_knob_str(&ib_knobs[IB_K_GID]));
+	if (ret == -ENODEV)
+		rdmach_tl_unavailable(ctx, RDMACH_TL_IB, "%s", tl->dev.why);
 	if (ret)
 		goto err_free;
 	tl->conns = calloc((size_t)ctx->size, sizeof(*tl->conns));

@@ -20,6 +20,7 @@ struct ib_dev {
 	int max_cqe;
 	int max_sge;			/* device limit */
 	uint32_t max_msg_sz;		/* port limit on one message */
+	char why[160];			/* ib_dev_open failed: why */
 };
 
 /* Send scatter/gather entries of every QP (zero-copy reads use them). */

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,21 @@ static int ib_gid_pick(struct ib_dev *d, int tbl_len)
 	return best;
 }
 
+/* Say why this device cannot serve (kept for the error of a peer on
+ * another host, see ib_open), at debug level here. */
+static void ib_dev_why(struct ib_dev *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void ib_dev_why(struct ib_dev *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(d->why, sizeof(d->why), fmt, ap);
+	va_end(ap);
+	rdmach_debug("ib: %s", d->why);
+}
+
 static int ib_port_setup(struct ib_dev *d, const struct ibv_port_attr *pa,
 			 int tbl_len, const char *gid)
 {
@@ -102,9 +118,9 @@ static int ib_port_setup(struct ib_dev *d, const struct ibv_port_attr *pa,
 	} else if (d->is_roce) {
 		d->gid_index = ib_gid_pick(d, tbl_len);
 		if (d->gid_index < 0) {
-			rdmach_debug("ib: %s port %u is RoCE but has no GID "
-				     "(no IP address on its netdev?)",
-				     d->name, d->port);
+			ib_dev_why(d, "%s port %u is RoCE but has no GID (no "
+				   "IP address on its interface?)", d->name,
+				   d->port);
 			return -ENODEV;
 		}
 	}
@@ -124,8 +140,11 @@ static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
 	struct ibv_device_attr da;
 	unsigned int p;
 
-	if (ibv_query_device(d->ctx, &da))
+	if (ibv_query_device(d->ctx, &da)) {
+		ib_dev_why(d, "ibv_query_device(%s): %s", d->name,
+			   strerror(errno));
 		return -ENODEV;
+	}
 	d->max_qp_rd_atom = da.max_qp_rd_atom;
 	d->max_cqe = da.max_cqe;
 	d->max_sge = da.max_sge;
@@ -137,8 +156,8 @@ static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
 		if (ibv_query_port(d->ctx, (uint8_t)p, &pa))
 			continue;
 		if (pa.state != IBV_PORT_ACTIVE) {
-			rdmach_debug("ib: %s port %u not active (state %s)",
-				     d->name, p, ibv_port_state_str(pa.state));
+			ib_dev_why(d, "%s port %u is not active (state %s)",
+				   d->name, p, ibv_port_state_str(pa.state));
 			continue;
 		}
 		d->port = (uint8_t)p;
@@ -157,8 +176,8 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 	memset(d, 0, sizeof(*d));
 	list = ibv_get_device_list(&n);
 	if (!list || !n) {
-		rdmach_debug("ib: no RDMA device (ibv_get_device_list: %d)",
-			     n);
+		ib_dev_why(d, "no RDMA device (ibv_get_device_list found %d)",
+			   n);
 		if (list)
 			ibv_free_device_list(list);
 		return -ENODEV;
@@ -169,8 +188,11 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 		if (*want && strcmp(want, name))
 			continue;
 		d->ctx = ibv_open_device(list[i]);
-		if (!d->ctx)
+		if (!d->ctx) {
+			ib_dev_why(d, "ibv_open_device(%s): %s", name,
+				   strerror(errno));
 			continue;
+		}
 		snprintf(d->name, sizeof(d->name), "%s", name);
 		ret = ib_dev_try(d, port, gid);
 		if (!ret)
@@ -182,17 +204,20 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 	}
 	ibv_free_device_list(list);
 	if (ret) {
-		if (*want || port)
-			rdmach_err("ib: no active port matches RDMACH_IB_DEVICE="
+		if (*want || port) {
+			ib_dev_why(d, "no active port matches RDMACH_IB_DEVICE="
 				   "%s RDMACH_IB_PORT=%u (see ibv_devinfo)",
 				   want, port);
-		else
-			rdmach_debug("ib: no RDMA device with an active port");
+			rdmach_err("ib: %s", d->why);
+		} else if (!d->why[0]) {
+			ib_dev_why(d, "no RDMA device with an active port");
+		}
 		return ret == -EINVAL ? -EINVAL : -ENODEV;
 	}
 	d->pd = ibv_alloc_pd(d->ctx);
 	if (!d->pd) {
-		rdmach_err("ib: ibv_alloc_pd on %s failed", d->name);
+		ib_dev_why(d, "ibv_alloc_pd on %s failed", d->name);
+		rdmach_err("ib: %s", d->why);
 		ibv_close_device(d->ctx);
 		d->ctx = NULL;
 		return -ENODEV;
