@@ -958,7 +958,10 @@ static void ib_local_addr(struct ib_tl *tl, struct ib_conn *ic,
 	a->ring_size = tl->ring_size;
 	a->rkey = ic->mr->rkey;
 	a->wire = IB_WIRE_VERSION;
-	a->mtu = tl->dev.active_mtu;
+	/* the largest MTU we send or take: both ends of a QP pair must use
+	 * one path MTU (a responder refuses packets longer than its own) */
+	a->mtu = tl->qpp.mtu < tl->dev.active_mtu ? tl->qpp.mtu :
+		 tl->dev.active_mtu;
 	a->mode = tl->mode + 1;
 }
 
@@ -1103,7 +1106,7 @@ static int ib_connect_one(struct ib_tl *tl, struct ib_conn *ic)
 		return ret;
 	if (peer != ctx->rank)
 		rdmach_info("ib: rank %d: path MTU %s (this port %s, the "
-			    "peer's %s, RDMACH_IB_MTU %s)", peer,
+			    "peer's %s, RDMACH_IB_MTU %s here)", peer,
 			    ib_mtu_str(ib_path_mtu(&tl->dev, &r, &tl->qpp)),
 			    ib_mtu_str(tl->dev.active_mtu),
 			    r.mtu ? ib_mtu_str((enum ibv_mtu)r.mtu) : "unknown",

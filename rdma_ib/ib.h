@@ -54,7 +54,8 @@ struct ib_addr {
 	uint64_t ring, ctrl, ring_size;
 	uint32_t rkey;
 	uint32_t wire;			/* IB_WIRE_VERSION of the sender */
-	uint32_t mtu;			/* its port's active MTU (enum ibv_mtu) */
+	uint32_t mtu;			/* its largest path MTU: active MTU
+					 * capped by its RDMACH_IB_MTU */
 	uint32_t mode;			/* its ring mode + 1 (0: unknown) */
 };
 

@@ -287,7 +287,8 @@ enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *r,
 {
 	enum ibv_mtu mtu = p->mtu < d->active_mtu ? p->mtu : d->active_mtu;
 
-	/* a larger MTU than the peer's port takes is dropped on its link */
+	/* a larger MTU than the peer's port takes is dropped on its link,
+	 * and its QP refuses packets longer than its own path MTU */
 	if (r->mtu >= IBV_MTU_256 && r->mtu < (uint32_t)mtu)
 		mtu = (enum ibv_mtu)r->mtu;
 	return mtu;
