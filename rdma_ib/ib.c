@@ -367,6 +367,8 @@ static void ib_credit_out(struct ib_conn *ic)
  * signalled write that its adapter must ack.  A dead peer then gives a
  * retry error, or, where the transport does not report one in time (rxe),
  * no ack at all within RDMACH_PEER_TIMEOUT_MS: both fail the connection.
+ * With the send queue full there is no slot for the probe; the writes that
+ * fill it must then be acked within the same 1.5 x the timeout.
  */
 static void ib_idle(struct ib_conn *ic)
 {
@@ -391,8 +393,21 @@ static void ib_idle(struct ib_conn *ic)
 		ic->idle_since = now;
 		return;
 	}
-	if (now - ic->idle_since < limit / 2 || ic->sq_free < 1)
+	if (now - ic->idle_since < limit / 2)
 		return;
+	if (ic->sq_free < 1) {
+		/* no slot for a probe: every one holds a write the peer's
+		 * adapter has not acknowledged, and those are the probe (rxe
+		 * retries them for ever: no error would ever come) */
+		if (now - ic->idle_since < limit + limit / 2)
+			return;
+		snprintf(msg, sizeof(msg), "no answer from the peer's adapter "
+			 "within %.1f s, send queue full (peer dead?)",
+			 (double)(limit + limit / 2) / 1e9);
+		ic->broken = 1;
+		ib_fail(ic, -ECONNRESET, msg);
+		return;
+	}
 	rdmach_debug("ib: rank %d silent for %.1f s: keepalive write",
 		     ic->conn->peer, (double)(now - ic->idle_since) / 1e9);
 	if (!ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka), now, IB_WR_KA, 1)) {
