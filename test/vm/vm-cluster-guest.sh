@@ -24,9 +24,6 @@ cluster_setup() {
 	# commands run over ssh get a plain PATH from dropbear
 	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 		>/root/.bashrc
-	# a host that dies must not hang mpiexec for long: TCP gives up on a
-	# silent peer after ~13 s instead of ~15 min (Hydra's control sockets)
-	sysctl -qw net.ipv4.tcp_retries2=5
 	if [ "${VM_RXE:-1}" = 1 ]; then
 		state=
 		for i in $(seq 1 100); do

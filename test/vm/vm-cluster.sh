@@ -97,7 +97,9 @@ PIDS=() HUBPID= DONE=0
 declare -A KILLED=()
 cleanup() {
 	local p
-	for p in "${PIDS[@]}" $HUBPID; do kill -9 "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	# the switch prints its counters when it ends
+	[ -z "$HUBPID" ] || kill -TERM "$HUBPID" 2>/dev/null || true
 	wait 2>/dev/null || true
 	if [ "${RDMACH_VM_KEEP:-0}" = 1 ] || [ "$DONE" != ok ]; then
 		echo "vm-cluster: logs in $CL" >&2
@@ -124,7 +126,7 @@ cat >"$CL/ssh/config" <<-'EOF'
 	  LogLevel ERROR
 	  BatchMode yes
 	  ConnectTimeout 20
-	  ServerAliveInterval 2
+	  ServerAliveInterval 3
 	  ServerAliveCountMax 5
 EOF
 {
@@ -228,6 +230,21 @@ vm_gone() {	# index -> 0 if it ended as asked
 }
 
 # --- requests from the guests (vmctl) -------------------------------------
+declare -A CABLE_BACK=()
+# timed cable faults end here, whatever became of the guest that asked
+cables_back() {
+	local i t s
+	for i in "${!CABLE_BACK[@]}"; do
+		[ -n "${CABLE_BACK[$i]}" ] || continue
+		read -r t s <<<"${CABLE_BACK[$i]}"
+		if awk -v t="$t" -v n="$EPOCHREALTIME" 'BEGIN { exit !(n >= t) }'; then
+			echo "$s $((i - 1))" >"$CL/hub.cmd"
+			echo "vm-cluster: vm$i cable $s" >&2
+			CABLE_BACK[$i]=
+		fi
+	done
+}
+
 serve_requests() {
 	local r id ans what h arg idx
 	for r in "$CL"/req/*.req; do
@@ -247,12 +264,16 @@ serve_requests() {
 				wait "${PIDS[$((idx - 1))]}" 2>/dev/null || true
 				echo "vm-cluster: $h killed on request" >&2
 			fi ;;
-		cable)
+		cable)	# cable VM down|up [SECONDS]: the harness plugs it back
 			if [ -z "$HUBPID" ]; then
 				ans="no switch (--direct)"
 			else
-				echo "$arg $((idx - 1))" >"$CL/hub.cmd"
-				echo "vm-cluster: $h cable $arg" >&2
+				set -- $arg
+				echo "$1 $((idx - 1))" >"$CL/hub.cmd"
+				echo "vm-cluster: $h cable $1${2:+ for $2 s}" >&2
+				CABLE_BACK[$idx]=
+				[ -z "${2:-}" ] || CABLE_BACK[$idx]="$(awk -v t="$EPOCHREALTIME" \
+					-v d="$2" -v s="$1" 'BEGIN { printf "%.3f %s", t + d, s == "down" ? "up" : "down" }')"
 			fi ;;
 		*) ans="unknown request '$what'" ;;
 		esac
@@ -285,6 +306,7 @@ touch "$CL/go"
 t0=$SECONDS
 while kill -0 "${PIDS[0]}" 2>/dev/null; do
 	serve_requests
+	cables_back
 	for i in $(seq 2 "$N"); do
 		[ -z "${KILLED[vm$i]:-}" ] || continue
 		kill -0 "${PIDS[$((i - 1))]}" 2>/dev/null || vm_gone "$i" || true

@@ -18,8 +18,11 @@
  *                    plugged back (frames to and from it are dropped; the
  *                    guest sees no carrier change, like a fault further
  *                    along the wire).  "stats" prints the counters.
- * A port whose peer does not read fast enough drops frames (a full output
- * queue), so that one stuck VM never blocks the others.
+ * The network is lossless, as RoCE fabrics are (priority flow control):
+ * when a frame's destination queue is full, the switch stops reading from
+ * the sender's port until the queue drains (the sender's QEMU then holds
+ * its guest's transmit queue).  Only a port that is down, or a VM that is
+ * gone, loses frames.
  *
  * It ends by itself: when every port that connected has closed again, when
  * no VM connected within -t seconds, after -T seconds in all, when its
@@ -61,7 +64,9 @@ struct hub_port {
 	size_t rx_len;
 	uint8_t *tx;
 	size_t tx_head, tx_len;		/* queued bytes: tx[tx_head..+tx_len) */
-	uint64_t in, out, drop_full, drop_mtu, drop_down;
+	size_t rx_off;			/* whole frames start here in rx */
+	int paused;			/* a frame waits for room elsewhere */
+	uint64_t in, out, pauses, drop_mtu, drop_down;
 };
 
 struct hub_mac {
@@ -167,10 +172,6 @@ static void hub_send(struct hub_port *p, const uint8_t *pkt, size_t len)
 		memmove(p->tx, p->tx + p->tx_head, p->tx_len);
 		p->tx_head = 0;
 	}
-	if (p->tx_len + len > HUB_TX_BUF) {
-		p->drop_full++;
-		return;
-	}
 	memcpy(p->tx + p->tx_head + p->tx_len, pkt, len);
 	p->tx_len += len;
 	p->out++;
@@ -210,40 +211,88 @@ static void hub_learn(const uint8_t *mac, int port)
 	hub_macs[victim].used = ++hub_clock;
 }
 
-/* One frame (prefix included) arrived on port `from`. */
-static void hub_forward(int from, const uint8_t *pkt, size_t len)
+/* Can port p queue len more bytes (or will it drop them anyway)? */
+static int hub_room(const struct hub_port *p, size_t len)
+{
+	return p->fd < 0 || p->down || p->tx_len + len <= HUB_TX_BUF;
+}
+
+/* One frame (prefix included) arrived on port `from`: 1 if it went (or
+ * was dropped), 0 if a destination has no room yet (pause the sender). */
+static int hub_forward(int from, const uint8_t *pkt, size_t len)
 {
 	const uint8_t *eth = pkt + 4;
 	struct hub_port *src = &hub_ports[from];
 	int to, i;
 
-	src->in++;
 	if (src->down) {
+		src->in++;
 		src->drop_down++;
-		return;
+		return 1;
 	}
 	if (len - 4 < 14)
-		return;
-	hub_learn(eth + 6, from);
+		return 1;
 	to = (eth[0] & 1) ? -1 : hub_lookup(eth);
 	if (to == from)
-		return;
+		return 1;
+	for (i = 0; i < hub_nports; i++)
+		if ((to < 0 ? i != from : i == to) &&
+		    !hub_room(&hub_ports[i], len))
+			return 0;
+	src->in++;
+	hub_learn(eth + 6, from);
 	if (to >= 0) {
 		hub_send(&hub_ports[to], pkt, len);
-		return;
+		return 1;
 	}
 	for (i = 0; i < hub_nports; i++)
 		if (i != from)
 			hub_send(&hub_ports[i], pkt, len);
+	return 1;
+}
+
+/* Forward the whole frames in port's receive buffer, as far as the
+ * destinations take them. */
+static int hub_drain_rx(int port)
+{
+	struct hub_port *p = &hub_ports[port];
+	size_t off = p->rx_off;
+
+	p->paused = 0;
+	while (p->rx_len - off >= 4) {
+		uint32_t flen = (uint32_t)p->rx[off] << 24 |
+				(uint32_t)p->rx[off + 1] << 16 |
+				(uint32_t)p->rx[off + 2] << 8 | p->rx[off + 3];
+
+		if (flen > HUB_FRAME_MAX) {
+			hub_close_port(p, "bad frame length");
+			return -1;
+		}
+		if (p->rx_len - off < 4 + flen)
+			break;
+		if (!hub_forward(port, p->rx + off, 4 + flen)) {
+			p->paused = 1;
+			p->pauses++;
+			break;
+		}
+		off += 4 + flen;
+	}
+	if (off) {
+		memmove(p->rx, p->rx + off, p->rx_len - off);
+		p->rx_len -= off;
+	}
+	p->rx_off = 0;
+	return 0;
 }
 
 /* Read what port p has and forward every whole frame; -1 if it closed. */
 static int hub_read(int port)
 {
 	struct hub_port *p = &hub_ports[port];
-	size_t off = 0;
 	ssize_t n;
 
+	if (p->paused || p->rx_len == sizeof(p->rx))
+		return 0;
 	n = recv(p->fd, p->rx + p->rx_len, sizeof(p->rx) - p->rx_len,
 		 MSG_DONTWAIT);
 	if (n == 0) {
@@ -257,25 +306,7 @@ static int hub_read(int port)
 		return -1;
 	}
 	p->rx_len += (size_t)n;
-	while (p->rx_len - off >= 4) {
-		uint32_t flen = (uint32_t)p->rx[off] << 24 |
-				(uint32_t)p->rx[off + 1] << 16 |
-				(uint32_t)p->rx[off + 2] << 8 | p->rx[off + 3];
-
-		if (flen > HUB_FRAME_MAX) {
-			hub_close_port(p, "bad frame length");
-			return -1;
-		}
-		if (p->rx_len - off < 4 + flen)
-			break;
-		hub_forward(port, p->rx + off, 4 + flen);
-		off += 4 + flen;
-	}
-	if (off) {
-		memmove(p->rx, p->rx + off, p->rx_len - off);
-		p->rx_len -= off;
-	}
-	return 0;
+	return hub_drain_rx(port);
 }
 
 static void hub_stats(void)
@@ -286,11 +317,11 @@ static void hub_stats(void)
 		struct hub_port *p = &hub_ports[i];
 
 		fprintf(stderr, "vm-hub: port %d (127.0.0.1:%u, mtu %u%s): "
-			"%llu frames in, %llu out, dropped %llu full queue, "
-			"%llu over MTU, %llu link down\n", i, p->lport, p->mtu,
-			p->down ? ", down" : "", (unsigned long long)p->in,
-			(unsigned long long)p->out,
-			(unsigned long long)p->drop_full,
+			"%llu frames in, %llu out, %llu pauses (a full queue "
+			"elsewhere), dropped %llu over MTU, %llu link down\n",
+			i, p->lport, p->mtu, p->down ? ", down" : "",
+			(unsigned long long)p->in, (unsigned long long)p->out,
+			(unsigned long long)p->pauses,
 			(unsigned long long)p->drop_mtu,
 			(unsigned long long)p->drop_down);
 	}
@@ -421,7 +452,7 @@ int main(int argc, char **argv)
 			if (p->fd >= 0) {
 				open_ports++;
 				pfd[nfd].fd = p->fd;
-				pfd[nfd].events = POLLIN |
+				pfd[nfd].events = (p->paused ? 0 : POLLIN) |
 						  (p->tx_len ? POLLOUT : 0);
 				map[nfd++] = i;
 			} else if (!p->seen) {
@@ -478,12 +509,19 @@ int main(int argc, char **argv)
 
 				if (pfd[i].revents & POLLOUT)
 					hub_flush(p);
+				if (p->fd >= 0 && p->paused &&
+				    pfd[i].revents & (POLLHUP | POLLERR))
+					hub_close_port(p, "the VM is gone");
 				if (p->fd >= 0 &&
 				    pfd[i].revents & (POLLIN | POLLHUP |
 						      POLLERR))
 					hub_read(m);
 			}
 		}
+		/* queues drained: senders that waited for room go on */
+		for (i = 0; i < hub_nports; i++)
+			if (hub_ports[i].fd >= 0 && hub_ports[i].paused)
+				hub_drain_rx(i);
 	}
 	hub_stats();
 	return 0;

@@ -32,10 +32,14 @@
  *   -B  detection bound (default, with T = RDMACH_PEER_TIMEOUT_MS and
  *       n pairs of this rank across the fault: (1.5 + n - 1) x T + 3 s)
  *   -T  give up after this long (default 300 s)
- *   -o  also write each rank's lines to DIR/rank-R.txt
+ *   -o  write each rank's output (rdmach's messages too) to DIR/rank-R.txt
+ *       instead of stdout/stderr
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -89,9 +93,42 @@ static struct {
 	int action_status;
 	uint64_t action_end_ns;
 	uint64_t rng;
+	int verbose;			/* -v: every peer's state each second */
 } xs;
 
 static FILE *xs_log;		/* -o: a copy of every line */
+
+/* -v: a watchdog prints the main thread's stack when its loop stalls */
+static volatile uint64_t xs_beat;
+static pthread_t xs_main;
+
+static void xs_on_usr1(int sig)
+{
+	void *frames[32];
+	int n = backtrace(frames, 32);
+
+	(void)sig;
+	backtrace_symbols_fd(frames, n, 2);
+}
+
+static void *xs_watchdog(void *arg)
+{
+	uint64_t seen = 0;
+	int still = 0;
+
+	(void)arg;
+	for (;;) {
+		sleep(1);
+		if (xs_beat != seen) {
+			seen = xs_beat;
+			still = 0;
+		} else if (++still == 3) {
+			fprintf(stderr, "xhost: main loop stalled for 3 s:\n");
+			pthread_kill(xs_main, SIGUSR1);
+		}
+	}
+	return NULL;
+}
 
 static void xs_out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -353,10 +390,10 @@ int main(int argc, char **argv)
 	struct xs_peer *p;
 	uint8_t *gbuf;
 	int i, c, ret, bad = 0, cut = 0, nshm = 0, nib = 0;
-	uint64_t now, last_move, bound_default_ns;
+	uint64_t now, last_move, bound_default_ns, last_report = 0;
 
 	xs.bytes = 8u << 20;
-	while ((c = getopt(argc, argv, "x:c:b:r:a:w:B:T:o:h")) != -1) {
+	while ((c = getopt(argc, argv, "x:c:b:r:a:w:B:T:o:vh")) != -1) {
 		switch (c) {
 		case 'x':
 			if (!strcmp(optarg, "reset"))
@@ -372,6 +409,7 @@ int main(int argc, char **argv)
 		case 'B': bound_s = atof(optarg); break;
 		case 'T': limit_s = atof(optarg); break;
 		case 'o': logdir = optarg; break;
+		case 'v': xs.verbose = 1; break;
 		default: usage();
 		}
 	}
@@ -392,12 +430,19 @@ int main(int argc, char **argv)
 	xs.rank = oob.rank;
 	xs.size = oob.size;
 	if (logdir) {
+		/* all of this rank's output (rdmach's messages too) goes to a
+		 * file: when a host is lost, Hydra may stop forwarding output,
+		 * and a rank writing to its stdout pipe would block for good */
 		char path[4096];
+		int fd;
 
 		snprintf(path, sizeof(path), "%s/rank-%d.txt", logdir, xs.rank);
-		xs_log = fopen(path, "w");
-		if (!xs_log)
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) {
 			fprintf(stderr, "xhost: cannot write %s\n", path);
+			return 1;
+		}
+		close(fd);
 	}
 	xs.rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)xs.rank * 7919;
 	p = calloc((size_t)xs.size, sizeof(*p));
@@ -467,8 +512,17 @@ int main(int argc, char **argv)
 	xs.deadline_ns = xs.t0 + (uint64_t)(limit_s * 1e9);
 	for (i = 0; i < xs.size; i++)
 		p[i].last_rx_ns = xs.t0;
+	if (xs.verbose) {
+		pthread_t th;
+
+		xs_main = pthread_self();
+		signal(SIGUSR1, xs_on_usr1);
+		pthread_create(&th, NULL, xs_watchdog, NULL);
+	}
 	for (;;) {
 		int open = 0, cut_open = 0, moved = 0;
+
+		xs_beat++;
 
 		xs_action_start();
 		xs_action_poll();
@@ -480,6 +534,19 @@ int main(int argc, char **argv)
 			cut_open += p[i].cut && !p[i].err;
 		}
 		now = rdmach_now_ns();
+		if (xs.verbose && now - last_report > 1000000000ull) {
+			last_report = now;
+			for (i = 0; i < xs.size; i++)
+				if (i != xs.rank)
+					xs_out("xhost rank %d at %.1f s: rank %d "
+					       "err %d got %llu put %llu pending "
+					       "%zu silent %.1f s\n", xs.rank,
+					       xs_s(now - xs.t0), i, p[i].err,
+					       (unsigned long long)p[i].got,
+					       (unsigned long long)p[i].put_done,
+					       p[i].piov.iov_len,
+					       xs_s(now - p[i].last_rx_ns));
+		}
 		if (moved)
 			last_move = now;
 		else
@@ -489,7 +556,7 @@ int main(int argc, char **argv)
 		if (!xs.expect_reset && !open)
 			break;
 		if (xs.expect_reset && !cut_open && cut &&
-		    (xs.rank || !xs.action || xs.action_end_ns))
+		    (xs.rank || !xs.action || xs.action_pid))
 			break;
 		if (xs.expect_reset && !cut && xs.action_end_ns &&
 		    now - xs.action_end_ns > xs.bound_ns)
@@ -520,15 +587,6 @@ int main(int argc, char **argv)
 		if (!moved)
 			sched_yield();
 	}
-	/* the fault command must have ended well */
-	while (!bad && xs.action_pid > 0 && !xs.action_end_ns &&
-	       rdmach_now_ns() < xs.deadline_ns) {
-		xs_action_poll();
-		usleep(10000);
-	}
-	if (!bad && xs.action_pid > 0 && xs.action_status)
-		bad = xs_fail("the fault command failed (status %d)",
-			      xs.action_status);
 	if (!bad && xs.action && !xs.rank && xs.action_pid <= 0)
 		bad = xs_fail("the stream ended before the fault (raise -b)");
 	if (!bad) {
@@ -547,6 +605,16 @@ int main(int argc, char **argv)
 				"fault reset in bound" : "") :
 		       ", every stream whole, in order");
 	}
+	/* the fault command must end well (a job that lost a host may be
+	 * ended meanwhile: the result line above is out already) */
+	while (!bad && xs.action_pid > 0 && !xs.action_end_ns &&
+	       rdmach_now_ns() < xs.deadline_ns) {
+		xs_action_poll();
+		usleep(10000);
+	}
+	if (!bad && xs.action_pid > 0 && xs.action_status)
+		bad = xs_fail("the fault command failed (status %d)",
+			      xs.action_status);
 	now = rdmach_now_ns();
 	ret = rdmach_finalize(&ctx);
 	if (ret && !(xs.expect_reset && ret == -ECONNRESET) && !bad)
