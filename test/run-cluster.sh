@@ -29,6 +29,8 @@
 #      MPICH_WORK  its build tree, for the CI subset (default build/mpich)
 #      CLUSTER_TESTS=REGEX  only the tests whose names match
 #      CLUSTER_BOOTS="A B C"  (full) the boots to run
+#      CLUSTER_MPI_PRELOAD=1  MPI programs run with this tree's
+#                   librdmach.so preloaded (PREFIX built against another)
 #      RDMACH_TEST_SCALE (default 0.1)  RDMACH_IB_TIMEOUT (default here
 #      18: see test/vm/README.md)  RDMACH_VM_*: see test/vm/vm-cluster.sh
 # Ranks start with `mpiexec -f <hostfile>` and HYDRA_LAUNCHER_EXEC set to
@@ -171,7 +173,13 @@ if [ "${1:-}" = --inner ]; then
 		done
 	}
 	have_mpich() { [ -x "$MPIBIN/cpi" ] && [ -x "$PREFIX/bin/mpiexec" ]; }
-	mpich_path() { export PATH=$PREFIX/bin:$PATH; }
+	mpich_path() {
+		export PATH=$PREFIX/bin:$PATH
+		# an MPICH whose ch3:rdma was linked with another rdmach: its
+		# calls of the API go through the PLT, so this tree's library
+		# can stand in for it
+		[ -z "${CLUSTER_MPI_PRELOAD:-}" ] || export LD_PRELOAD=$BUILD/lib/librdmach.so
+	}
 
 	case $PART in
 	smoke)
@@ -405,7 +413,7 @@ other_builds() {
 mpi_build || echo "run-cluster: compiling the MPI programs failed (PREFIX=$PREFIX)"
 [ "$MODE" = full ] && other_builds
 
-export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} RDMACH_TEST_SCALE RDMACH_VERBOSE RDMACH_IB_TIMEOUT PREFIX MPICH_WORK CLUSTER_TESTS"
+export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} RDMACH_TEST_SCALE RDMACH_VERBOSE RDMACH_IB_TIMEOUT PREFIX MPICH_WORK CLUSTER_TESTS CLUSTER_MPI_PRELOAD"
 export PREFIX MPICH_WORK
 total_p=0 total_f=0 summary=()
 boot() {	# LABEL PART vm-cluster options...
