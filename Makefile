@@ -19,12 +19,14 @@ OPT := -O2
 endif
 
 CFLAGS := $(OPT) -g -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-	-fPIC -fvisibility=hidden -pthread -Iinclude -Icore -Iproto $(SAN) \
+	-fPIC -fvisibility=hidden -pthread -Iinclude -I. $(SAN) \
 	$(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(SAN)
 LIBS :=
 
-LIB_SRCS := $(wildcard core/*.c proto/*.c rdma_shm/*.c)
+# The library, by layer: each directory includes only from those before it
+# (test/check-layers.sh): include <- core <- proto, mem, pmi <- transports.
+LIB_SRCS := $(wildcard core/*.c proto/*.c mem/*.c pmi/*.c rdma_shm/*.c)
 ifeq ($(HAVE_IB),1)
 CFLAGS += -DRDMACH_HAVE_IB
 LIB_SRCS += $(wildcard rdma_ib/*.c)
@@ -51,7 +53,14 @@ $(O)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
+# The static library holds one relocatable object: a program that links
+# any of its symbols gets all of it, so transports and knob tables, which
+# register themselves in linker sections (core/tl.h, core/knob.h) rather
+# than being named by the core, are always there.
+$(O)/obj/rdmach.o: $(LIB_OBJS)
+	$(LD) -r -o $@ $^
+
+$(LIB): $(O)/obj/rdmach.o
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 

@@ -59,11 +59,11 @@
 #include <sys/uio.h>
 #include <infiniband/verbs.h>
 
-#include "ib.h"
-#include "iov.h"
-#include "rcache.h"
-#include "rndv.h"
-#include "tl.h"
+#include "ib_dev.h"
+#include "core/iov.h"
+#include "mem/rcache.h"
+#include "proto/rndv.h"
+#include "core/tl.h"
 
 /* wr_id bit of the reads this file posts (the low bits: the peer rank). */
 #define IB_ZC_WRID	(1ull << 62)

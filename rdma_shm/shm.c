@@ -19,35 +19,36 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "iov.h"
-#include "knob.h"
-#include "log.h"
-#include "rndv.h"
+#include "core/iov.h"
+#include "core/knob.h"
+#include "core/log.h"
+#include "proto/rndv.h"
 #include "shm_ring.h"
 #include "shm_seg.h"
-#include "tl.h"
+#include "core/tl.h"
 
-enum { K_RING_SIZE, K_LINE_RING, K_CHUNK, K_CMA, K_CMA_THRESHOLD,
-       K_LIVENESS_MS, K_END };
+enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
+       SHM_K_CMA_THRESHOLD, SHM_K_LIVENESS_MS, SHM_K_NUM };
 
-static const struct rdmach_knob shm_knobs[] = {
-	[K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
+static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
+	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
 		4096, 256u << 20,
 		"bytes of each incoming ring, one per local peer (power of two)" },
-	[K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE, "1K", 0,
+	[SHM_K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE, "1K", 0,
 		1u << 20,
 		"bytes of each incoming ring of one-line packets (<= 56-byte "
 		"puts; power of two >= 128, 0 = none)" },
-	[K_CHUNK] = { "RDMACH_SHM_CHUNK", RDMACH_KNOB_SIZE, "8K", 64,
+	[SHM_K_CHUNK] = { "RDMACH_SHM_CHUNK", RDMACH_KNOB_SIZE, "8K", 64,
 		256u << 20,
 		"largest ring packet: bigger puts are cut so both sides copy at once" },
-	[K_CMA] = { "RDMACH_SHM_CMA", RDMACH_KNOB_BOOL, "1", 0, 1,
+	[SHM_K_CMA] = { "RDMACH_SHM_CMA", RDMACH_KNOB_BOOL, "1", 0, 1,
 		"single-copy large puts by cross-memory attach (process_vm_readv)" },
-	[K_CMA_THRESHOLD] = { "RDMACH_SHM_CMA_THRESHOLD", RDMACH_KNOB_SIZE,
+	[SHM_K_CMA_THRESHOLD] = { "RDMACH_SHM_CMA_THRESHOLD", RDMACH_KNOB_SIZE,
 		"256K", 1, UINT64_MAX,
 		"puts of at least this many bytes are read by the peer directly" },
-	[K_LIVENESS_MS] = { "RDMACH_SHM_LIVENESS_MS", RDMACH_KNOB_UINT, "2", 1,
-		60000, "an idle poll checks at most this often that the peer lives" },
+	[SHM_K_LIVENESS_MS] = { "RDMACH_SHM_LIVENESS_MS", RDMACH_KNOB_UINT,
+		"2", 1, 60000,
+		"an idle poll checks at most this often that the peer lives" },
 };
 RDMACH_KNOB_TABLE(shm, shm_knobs);
 
@@ -107,6 +108,8 @@ struct shm_conn {
 	uint32_t rx_idle_polls;		/* gets that found nothing */
 	uint64_t next_check_ns;
 };
+
+static const struct rdmach_tl_ops shm_ops;
 
 struct shm_tl {
 	struct rdmach_tl base;
@@ -832,35 +835,35 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 
 static int shm_read_knobs(struct shm_tl *tl)
 {
-	uint64_t v[K_END];
+	uint64_t v[SHM_K_NUM];
 	int i, err;
 
-	for (i = 0; i < K_END; i++) {
+	for (i = 0; i < SHM_K_NUM; i++) {
 		err = rdmach_knob_u64(&shm_knobs[i], &v[i]);
 		if (err)
 			return err;
 	}
-	if (v[K_RING_SIZE] & (v[K_RING_SIZE] - 1)) {
+	if (v[SHM_K_RING_SIZE] & (v[SHM_K_RING_SIZE] - 1)) {
 		rdmach_err("shm: RDMACH_SHM_RING_SIZE=%" PRIu64 " is not a "
-			   "power of two", v[K_RING_SIZE]);
+			   "power of two", v[SHM_K_RING_SIZE]);
 		return -EINVAL;
 	}
-	if (v[K_LINE_RING] && (v[K_LINE_RING] < 2 * SHM_LINE ||
-			       (v[K_LINE_RING] & (v[K_LINE_RING] - 1)))) {
+	if (v[SHM_K_LINE_RING] && (v[SHM_K_LINE_RING] < 2 * SHM_LINE ||
+			       (v[SHM_K_LINE_RING] & (v[SHM_K_LINE_RING] - 1)))) {
 		rdmach_err("shm: RDMACH_SHM_LINE_RING=%" PRIu64 " is neither 0 "
-			   "nor a power of two >= %u", v[K_LINE_RING],
+			   "nor a power of two >= %u", v[SHM_K_LINE_RING],
 			   2 * SHM_LINE);
 		return -EINVAL;
 	}
-	tl->ring_size = v[K_RING_SIZE];
-	tl->line_ring_size = v[K_LINE_RING];
-	tl->chunk = v[K_CHUNK];
+	tl->ring_size = v[SHM_K_RING_SIZE];
+	tl->line_ring_size = v[SHM_K_LINE_RING];
+	tl->chunk = v[SHM_K_CHUNK];
 	if (tl->chunk > tl->ring_size / 4)	/* keep >= 4 packets in flight */
 		tl->chunk = tl->ring_size / 4;
 	tl->chunk -= SHM_HDR;	/* a full chunk is whole lines */
-	tl->cma = (int)v[K_CMA];
-	tl->cma_threshold = v[K_CMA_THRESHOLD];
-	tl->liveness_ns = v[K_LIVENESS_MS] * 1000000u;
+	tl->cma = (int)v[SHM_K_CMA];
+	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
+	tl->liveness_ns = v[SHM_K_LIVENESS_MS] * 1000000u;
 	return 0;
 }
 
@@ -872,7 +875,7 @@ static int shm_open_tl(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 	tl = calloc(1, sizeof(*tl));
 	if (!tl)
 		return -ENOMEM;
-	tl->base.ops = &rdmach_shm_ops;
+	tl->base.ops = &shm_ops;
 	tl->base.ctx = ctx;
 	tl->seg.fd = -1;
 	err = shm_read_knobs(tl);
@@ -1173,8 +1176,10 @@ static int shm_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	return 0;
 }
 
-const struct rdmach_tl_ops rdmach_shm_ops = {
+static const struct rdmach_tl_ops shm_ops = {
 	.name = "shm",
+	.id = RDMACH_TL_SHM,
+	.same_host_only = 1,
 	.open = shm_open_tl,
 	.publish = shm_publish,
 	.connect = shm_connect,
@@ -1184,3 +1189,4 @@ const struct rdmach_tl_ops rdmach_shm_ops = {
 	.progress = shm_progress,
 	.close = shm_close,
 };
+RDMACH_TL_REGISTER(shm_ops);

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "shm_seg.h"
 
 #define SHM_PAGE 4096u

@@ -1,6 +1,7 @@
 #!/bin/bash
 # run-tests.sh - what `make check` runs (after `make` built everything).
 #
+#   0. test/check-layers.sh: the library's layers include only downwards
 #   1. every $O/test/test_* natively (shared memory on this host)
 #   2. the conformance suite again with tiny rings/thresholds, and without
 #      cross-memory attach, so wraparound and protocol switches happen a lot
@@ -100,6 +101,9 @@ if [ ${#tests[@]} = 0 ]; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+
+# 0. the library's dependency direction (include lines)
+run "layers (test/check-layers.sh)" -- test/check-layers.sh
 
 # 1. native
 for t in "${tests[@]}"; do

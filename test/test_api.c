@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "lib/tst.h"
 
 #define API_SENTINEL ((void *)0x5e57)

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "lib/tst.h"
 
 #define CONF_IOV_MAX 1024	/* IOV_MAX on Linux */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ring.h"
+#include "proto/ring.h"
 
 struct pipe {
 	uint8_t *stage, *ring;

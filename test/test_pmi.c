@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "rdmach_launch.h"
 #include "rdmach_pmi.h"
 

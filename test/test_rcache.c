@@ -26,9 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "memhooks.h"
-#include "rcache.h"
+#include "core/log.h"
+#include "mem/memhooks.h"
+#include "mem/rcache.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000

@@ -16,7 +16,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "lib/tst.h"
 
 #define BIG (1u << 20)		/* above the default CMA threshold */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "knob.h"
+#include "core/knob.h"
 #include "rdmach.h"
 
 int main(int argc, char *argv[])

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "knob.h"
+#include "core/knob.h"
 #include "rdmach_launch.h"
 #include "tst.h"
 

@@ -69,8 +69,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "knob.h"
-#include "log.h"
+#include "core/knob.h"
+#include "core/log.h"
 #include "memhooks.h"
 
 /* The hooks may run inside a sanitizer's own start-up (its symboliser
@@ -245,19 +245,9 @@ static void mh_atfork_child(void)
 	atomic_fetch_add_explicit(&mh_forks, 1, memory_order_relaxed);
 }
 
-static const struct rdmach_knob *mh_knob(const char *name)
-{
-	int i;
-
-	for (i = 0; i < rdmach_knobs_rcache.nknobs; i++)
-		if (!strcmp(rdmach_knobs_rcache.knobs[i].name, name))
-			return &rdmach_knobs_rcache.knobs[i];
-	return NULL;
-}
-
 static int mh_knob_on(const char *name)
 {
-	const struct rdmach_knob *k = mh_knob(name);
+	const struct rdmach_knob *k = rdmach_knob_find(name);
 	uint64_t v = 1;
 
 	if (k && rdmach_knob_u64(k, &v))

@@ -22,28 +22,32 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "knob.h"
-#include "log.h"
+#include "core/knob.h"
+#include "core/log.h"
 #include "memhooks.h"
 #include "rcache.h"
 
-static const struct rdmach_knob rcache_knobs[] = {
-	{ "RDMACH_RCACHE", RDMACH_KNOB_BOOL, "1", 0, 1,
-	  "keep memory registrations for reuse (0: register and deregister "
-	  "around every zero-copy transfer)" },
-	{ "RDMACH_RCACHE_MAX_ENTRIES", RDMACH_KNOB_UINT, "4096", 1, 1u << 24,
-	  "registrations the cache keeps; the least recently used unused one "
-	  "is deregistered beyond this" },
-	{ "RDMACH_RCACHE_MAX_BYTES", RDMACH_KNOB_SIZE, "1G", 4096,
-	  1ull << 50, "bytes the cached registrations may keep pinned; the "
-	  "least recently used unused ones are deregistered beyond this" },
-	{ "RDMACH_RCACHE_MALLOPT", RDMACH_KNOB_BOOL, "1", 0, 1,
-	  "at load, tune glibc malloc (M_MMAP_MAX=0, M_TRIM_THRESHOLD=max) so "
-	  "that free() never unmaps memory unseen by the cache" },
+enum { RC_KNOB_ENABLE, RC_KNOB_MAX_ENTRIES, RC_KNOB_MAX_BYTES,
+       RC_KNOB_MALLOPT, RC_KNOB_NUM };
+
+static const struct rdmach_knob rcache_knobs[RC_KNOB_NUM] = {
+	[RC_KNOB_ENABLE] = { "RDMACH_RCACHE", RDMACH_KNOB_BOOL, "1", 0, 1,
+		"keep memory registrations for reuse (0: register and "
+		"deregister around every zero-copy transfer)" },
+	[RC_KNOB_MAX_ENTRIES] = { "RDMACH_RCACHE_MAX_ENTRIES", RDMACH_KNOB_UINT,
+		"4096", 1, 1u << 24,
+		"registrations the cache keeps; the least recently used unused "
+		"one is deregistered beyond this" },
+	[RC_KNOB_MAX_BYTES] = { "RDMACH_RCACHE_MAX_BYTES", RDMACH_KNOB_SIZE,
+		"1G", 4096, 1ull << 50,
+		"bytes the cached registrations may keep pinned; the least "
+		"recently used unused ones are deregistered beyond this" },
+	[RC_KNOB_MALLOPT] = { "RDMACH_RCACHE_MALLOPT", RDMACH_KNOB_BOOL, "1",
+		0, 1, "at load, tune glibc malloc (M_MMAP_MAX=0, "
+		"M_TRIM_THRESHOLD=max) so that free() never unmaps memory "
+		"unseen by the cache" },
 };
 RDMACH_KNOB_TABLE(rcache, rcache_knobs);
-
-enum { RC_KNOB_ENABLE, RC_KNOB_MAX_ENTRIES, RC_KNOB_MAX_BYTES };
 
 struct rc_entry {
 	struct rdmach_rcache_region pub;	/* first: container_of */
