@@ -302,7 +302,7 @@ static int ib_reserve(struct ib_conn *ic, uint64_t want, struct ring_slot *s)
 
 /*
  * Zero-copy put (ib_zcopy.h): a pending one is polled for its ack; a new
- * one registers the buffers and sends one RING_T_RNDV packet, whole (the
+ * one registers the buffers and sends one RDMACH_PKT_RNDV packet, whole (the
  * ring end is padded if needed).  -EAGAIN: take the copy path.
  */
 static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
@@ -360,7 +360,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 			return ret;
 	}
 	memcpy(s.payload, &ctl, len);
-	s.type = RING_T_RNDV;
+	s.type = RDMACH_PKT_RNDV;
 	ring_tx_commit(&ic->tx, &s, credit);
 	if (credit)
 		ring_rx_credit_told(&ic->rx, credit);
@@ -493,18 +493,18 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 	uint64_t ack = 0;
 	ssize_t n = 0;
 
-	if (pkt->type == RING_T_RNDV && ic->broken)
+	if (pkt->type == RDMACH_PKT_RNDV && ic->broken)
 		return ic->conn->err ? ic->conn->err :
 		       ib_fail(ic, -ECONNRESET, "the peer left before its "
 			       "zero-copy put was read");
-	if (pkt->type == RING_T_RNDV) {
+	if (pkt->type == RDMACH_PKT_RNDV) {
 		n = ib_zc_get(&ic->zc, pkt->payload, pkt->len, c, room, &ack);
 		if (n < 0) {
 			ic->broken = 1;
 			return n;
 		}
 	}
-	*consumed = pkt->type == RING_T_PAD || ack;
+	*consumed = pkt->type == RDMACH_PKT_PAD || ack;
 	if (ack) {
 		int ret = ib_zc_ack(ic, ack);
 
@@ -543,7 +543,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	rdmach_iovc_init(&c, iov, iovcnt);
 	/* a whole data packet that fits the first piece: most messages */
 	if (bottom_fill && !ic->rx.off && ring_rx_peek(&ic->rx, 1, &pkt) == 1 &&
-	    pkt.type == RING_T_DATA && pkt.len <= iov[0].iov_len) {
+	    pkt.type == RDMACH_PKT_DATA && pkt.len <= iov[0].iov_len) {
 		if (pkt.credit && ib_credit_in(ic, pkt.credit))
 			return -EPROTO;
 		memcpy(iov[0].iov_base, pkt.payload, pkt.len);
@@ -571,7 +571,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 			break;
 		if (bottom_fill && pkt.credit && ib_credit_in(ic, pkt.credit))
 			return -EPROTO;
-		if (pkt.type != RING_T_DATA) {
+		if (pkt.type != RDMACH_PKT_DATA) {
 			int consumed;
 			ssize_t k = ib_get_ctl(ic, &pkt, &c, total - done,
 					       &consumed);

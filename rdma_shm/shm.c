@@ -22,7 +22,7 @@
 #include "core/iov.h"
 #include "core/knob.h"
 #include "core/log.h"
-#include "proto/rndv.h"
+#include "proto/pkt.h"
 #include "shm_ring.h"
 #include "shm_seg.h"
 #include "core/tl.h"
@@ -475,7 +475,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 		len = shm_hdr_len(h);
 		p = r->base + (r->head & r->mask);
 		room = r->mask + 1 - (r->head & r->mask);
-		if (shm_hdr_type(h) == SHM_PKT_SKIP) {
+		if (shm_hdr_type(h) == RDMACH_PKT_PAD) {
 			shm_rx_consume(sc, r, room);
 			continue;
 		}
@@ -484,7 +484,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 					     "packet past the ring end");
 			break;
 		}
-		if (shm_hdr_type(h) == SHM_PKT_DATA) {
+		if (shm_hdr_type(h) == RDMACH_PKT_DATA) {
 			size_t n = shm_scatter(c, p + SHM_HDR + sc->rx_off,
 					       len - sc->rx_off);
 
@@ -494,7 +494,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 				break;
 			shm_rx_consume(sc, r, shm_pkt_span(len));
 			sc->conn->stats.packets_received++;
-		} else if (shm_hdr_type(h) == SHM_PKT_RNDV) {
+		} else if (shm_hdr_type(h) == RDMACH_PKT_RNDV) {
 			ret = shm_rx_rndv(sc, r, p, len, c, total - done,
 					  &fin);
 			if (ret < 0)
@@ -554,7 +554,7 @@ shm_rx_arrived(struct shm_conn *sc, struct shm_rx_ring *r, uint64_t h,
 	ssize_t n;
 
 	/* a whole data packet that fits the first piece: most messages */
-	if (shm_hdr_type(h) == SHM_PKT_DATA && !sc->rx_off &&
+	if (shm_hdr_type(h) == RDMACH_PKT_DATA && !sc->rx_off &&
 	    len <= iov[0].iov_len && span <= r->mask + 1 - off) {
 		shm_copy(iov[0].iov_base, r->base + off + SHM_HDR, len);
 		shm_rx_consume(sc, r, span);
@@ -659,7 +659,7 @@ static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
 			want = room - SHM_HDR;
 		}
 		shm_gather(&c, p + SHM_HDR, want);
-		shm_tx_post(sc, r, p, SHM_PKT_DATA, (uint32_t)want,
+		shm_tx_post(sc, r, p, RDMACH_PKT_DATA, (uint32_t)want,
 			    shm_pkt_span(want));
 		sc->conn->stats.packets_sent++;
 		done += want;
@@ -717,7 +717,7 @@ static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
 	if (contig < need) {
 		if (shm_tx_space(sc, r, contig + need) < contig + need)
 			return shm_tx_stalled(sc);
-		shm_tx_post(sc, r, r->base + pos, SHM_PKT_SKIP, 0, contig);
+		shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_PAD, 0, contig);
 		pos = 0;
 	} else if (shm_tx_space(sc, r, need) < need) {
 		return shm_tx_stalled(sc);
@@ -726,7 +726,7 @@ static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
 	ctl.h.total = bytes;
 	ctl.h.flags = 0;
 	memcpy(r->base + pos + SHM_HDR, &ctl, len);
-	shm_tx_post(sc, r, r->base + pos, SHM_PKT_RNDV, (uint32_t)len, need);
+	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_RNDV, (uint32_t)len, need);
 	sc->conn->stats.packets_sent++;
 
 	sc->rndv.active = 1;
@@ -826,7 +826,7 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	p = r->base + (r->head & r->mask);
 	rdmach_iovc_init(&c, iov, iovcnt);
 	shm_gather(&c, p + SHM_HDR, total);
-	shm_tx_post(sc, r, p, SHM_PKT_DATA, (uint32_t)total, need);
+	shm_tx_post(sc, r, p, RDMACH_PKT_DATA, (uint32_t)total, need);
 	sc->conn->stats.packets_sent++;
 	return (ssize_t)total;
 }

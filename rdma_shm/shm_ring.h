@@ -5,7 +5,7 @@
  * segment (as an RDMA ring lives in the receiver's registered memory):
  *  - the main ring (RDMACH_SHM_RING_SIZE), a power-of-two array of 64-byte
  *    lines.  A packet starts on a line boundary with an 8-byte header word
- *    followed by its payload; packets never wrap (a SKIP packet pads to the
+ *    followed by its payload; packets never wrap (a PAD packet fills the
  *    end of the ring when a control packet does not fit);
  *  - the line ring (RDMACH_SHM_LINE_RING, a few lines): packets of one
  *    line only (payload <= 56 bytes: an 8-byte MPI message with its CH3
@@ -49,17 +49,13 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "proto/pkt.h"
+
 #define SHM_LINE 64u
 #define SHM_HDR 8u		/* header word at the start of a packet */
 
-enum shm_pkt_type {
-	SHM_PKT_DATA = 1,	/* payload = len bytes of the stream */
-	SHM_PKT_SKIP = 2,	/* pad to the end of the ring */
-	SHM_PKT_RNDV = 3,	/* payload = struct rdmach_rndv_hdr */
-};
-
-/* Header word: seq (32) | type (4) | len (28).  type != 0, so a zeroed
- * word never matches. */
+/* Header word: seq (32) | type (4: enum rdmach_pkt_type, proto/pkt.h) |
+ * len (28).  type != 0, so a zeroed word never matches. */
 #define SHM_LEN_BITS 28
 #define SHM_LEN_MAX ((1u << SHM_LEN_BITS) - 1)
 

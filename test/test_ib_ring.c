@@ -203,7 +203,7 @@ static int case_stale_flags(void)
 			 * length whose trailer is in the same block */
 			uint64_t blk = (s.off + RING_HDR + i) / RING_ALIGN;
 			uint64_t f = ring_flag(p.tx.seq + 1 + (uint32_t)(blk % 16),
-					       RING_T_DATA, 40);
+					       RDMACH_PKT_DATA, 40);
 			memcpy(s.payload + i, &f, 8);
 		}
 		ring_tx_commit(&p.tx, &s, 0);
@@ -449,7 +449,7 @@ static int case_corrupt(void)
 {
 	struct pipe p;
 	struct ring_pkt pkt;
-	uint64_t f = ring_flag(1, RING_T_DATA, 8000);
+	uint64_t f = ring_flag(1, RDMACH_PKT_DATA, 8000);
 	int r;
 
 	pipe_init(&p, 4096);

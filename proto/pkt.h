@@ -1,6 +1,28 @@
 /*
- * rndv.h - the rendezvous control packet, shared by every zero-copy path
- * (rdma_shm: cross-memory read; rdma_ib: RDMA read).
+ * pkt.h - the packet vocabulary shared by every transport's ring: packet
+ * types and the layout of the control packets.  How a packet's header is
+ * laid out in a ring (flag words, sequence numbers, length bits) stays
+ * with each ring (proto/ring.h for rdma_ib, rdma_shm/shm_ring.h); what a
+ * type means, and what a control payload holds, is here.
+ */
+#ifndef RDMACH_PROTO_PKT_H
+#define RDMACH_PROTO_PKT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Packet types (every ring header has at least 4 bits for them; 0 is
+ * never used, so a zeroed header never matches). */
+enum rdmach_pkt_type {
+	RDMACH_PKT_DATA = 1,	/* payload: bytes of the pipe */
+	RDMACH_PKT_RNDV = 2,	/* payload: struct rdmach_rndv_hdr */
+	RDMACH_PKT_PAD = 3,	/* fills the ring's end; no payload */
+	RDMACH_PKT_TYPE_MAX = RDMACH_PKT_PAD,
+};
+
+/*
+ * Rendezvous control packet, shared by every zero-copy path (rdma_shm:
+ * cross-memory read; rdma_ib: RDMA read).
  *
  * The sender of a large put describes its source buffers in one control
  * packet that travels through the ring in FIFO order with the data
@@ -9,15 +31,10 @@
  * acknowledges `id`; only then does the sender's put report the bytes as
  * taken.  The packet is transport-neutral: `key` is the remote key of the
  * segment for RDMA (rkey) and 0 for shared memory.
+ *
+ * At most this many source pieces per control packet; a put with more
+ * pieces covers only the first ones and the caller retries the rest.
  */
-#ifndef RDMACH_PROTO_RNDV_H
-#define RDMACH_PROTO_RNDV_H
-
-#include <stddef.h>
-#include <stdint.h>
-
-/* At most this many source pieces per control packet; a put with more
- * pieces covers only the first ones and the caller retries the rest. */
 #define RDMACH_RNDV_MAX_SEGS 64
 
 struct rdmach_rndv_seg {
@@ -41,4 +58,4 @@ static inline size_t rdmach_rndv_size(uint32_t nsegs)
 	       (size_t)nsegs * sizeof(struct rdmach_rndv_seg);
 }
 
-#endif /* RDMACH_PROTO_RNDV_H */
+#endif /* RDMACH_PROTO_PKT_H */
