@@ -1,7 +1,8 @@
 #!/bin/bash
 # run-tests.sh - what `make check` runs (after `make` built everything).
 #
-#   0. test/check-layers.sh: the library's layers include only downwards
+#   0. test/check-layers.sh: the library's layers include only downwards;
+#      test/check-knobs.sh: every knob is in a table and in README.md
 #   1. every $O/test/test_* natively (shared memory on this host)
 #   2. the conformance suite again with tiny rings/thresholds, and without
 #      cross-memory attach, so wraparound and protocol switches happen a lot
@@ -102,8 +103,10 @@ if [ ${#tests[@]} = 0 ]; then
 	exit 1
 fi
 
-# 0. the library's dependency direction (include lines)
+# 0. static checks: the library's dependency direction (include lines);
+#    every knob read through a table and documented
 run "layers (test/check-layers.sh)" -- test/check-layers.sh
+run "knobs (test/check-knobs.sh)" -- test/check-knobs.sh "$O"
 
 # 1. native
 for t in "${tests[@]}"; do
