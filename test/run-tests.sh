@@ -4,6 +4,9 @@
 #   0. test/check-layers.sh: the library's layers include only downwards;
 #      test/check-knobs.sh: every knob is in a table and in README.md
 #   1. every $O/test/test_* natively (shared memory on this host)
+#  1b. test/test-install.sh: ./configure --prefix + make install in a copy
+#      of the tree, a program outside it built with pkg-config and run,
+#      make uninstall; where make mpich takes MPICH_SRC from
 #   2. the conformance suite again with tiny rings/thresholds, and without
 #      cross-memory attach, so wraparound and protocol switches happen a lot
 #   3. a negative control: a corrupted byte must make the suite fail
@@ -18,7 +21,7 @@
 # failed.  Environment:
 #   O=dir                 build directory (default build)
 #   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
-#   SKIP="asan valgrind mpiexec vm small negative mpich"  steps to leave out
+#   SKIP="install asan valgrind mpiexec vm small negative mpich"  steps to leave out
 #   TEST_TIMEOUT          seconds per binary (default 900)
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -112,6 +115,11 @@ run "knobs (test/check-knobs.sh)" -- test/check-knobs.sh "$O"
 for t in "${tests[@]}"; do
 	run "native $(basename "$t")" -- "$t"
 done
+
+# 1b. install: configure --prefix, make install/uninstall, pkg-config
+if ! skipped install; then
+	run "install (test/test-install.sh)" -- test/test-install.sh
+fi
 
 conf=$O/test/test_conformance
 
