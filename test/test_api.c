@@ -197,6 +197,45 @@ static int api_bad_knob(struct tst *t)
 	return api_env_case(t, e, (int)(sizeof(e) / sizeof(e[0])));
 }
 
+/* rdmach_knob_get(): what the CH3 channel reads its knobs with. */
+static int api_knob_get(struct tst *t)
+{
+	struct tst_capture cap;
+	uint64_t v = 7;
+	char msg[1024];
+	int ret;
+
+	unsetenv("RDMACH_CH3_YIELD_SPINS");
+	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_CH3_YIELD_SPINS", &v),
+		     -ENODATA);
+	TST_CHECK(t, v == 7, "an \"auto\" knob left unset changed *value");
+	setenv("RDMACH_CH3_YIELD_SPINS", "64", 1);
+	TST_CHECK0(t, rdmach_knob_get("RDMACH_CH3_YIELD_SPINS", &v));
+	TST_CHECK(t, v == 64, "RDMACH_CH3_YIELD_SPINS=64 read as %llu",
+		  (unsigned long long)v);
+	unsetenv("RDMACH_CH3_YIELD_SPINS");
+	TST_CHECK0(t, rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v));
+	TST_CHECK(t, v == 1024, "RDMACH_CH3_RX_STAGING default read as %llu",
+		  (unsigned long long)v);
+	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_NO_SUCH_KNOB", &v), -ENOENT);
+	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_TRANSPORT", &v), -ENOENT);
+	TST_CHECK_EQ(t, rdmach_knob_get(NULL, &v), -EINVAL);
+	setenv("RDMACH_CH3_RX_STAGING", "100", 1);	/* below its minimum */
+	ret = tst_capture_begin(&cap, 0);
+	if (ret)
+		return tst_fail(t, "capturing stderr: %s", strerror(-ret));
+	v = 7;
+	ret = rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v);
+	tst_capture_end(t, &cap, msg, sizeof(msg));
+	unsetenv("RDMACH_CH3_RX_STAGING");
+	TST_CHECK(t, ret == -EINVAL && v == 7, "RDMACH_CH3_RX_STAGING=100: "
+		  "%d (%s), value %llu", ret, tst_errname(ret),
+		  (unsigned long long)v);
+	TST_CHECK(t, strstr(msg, "RDMACH_CH3_RX_STAGING"), "the message does "
+		  "not name the knob: \"%.200s\"", msg);
+	return 0;
+}
+
 static int api_no_ib_device(struct tst *t)
 {
 	static const struct api_env e[] = {
@@ -373,6 +412,7 @@ static const struct tst_case api_cases[] = {
 	  { 0 } },
 	{ "no_ib_device", 2, api_no_ib_device, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
+	{ "knob_get", 1, api_knob_get, TST_UNIT, NULL, { 0 } },
 	{ "strerror", 1, api_strerror, TST_NO_CTX, NULL, { 0 } },
 	{ "bad_oob", 1, api_bad_oob, TST_NO_CTX, NULL, { 0 } },
 	{ "connect_order", 2, api_connect_order, TST_NO_CTX, NULL, { 0 } },
