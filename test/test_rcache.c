@@ -541,8 +541,7 @@ static int track(struct rdmach_rcache *rc, int *status)
 	char *p = map(1);
 	int hit;
 
-	if (!p)
-		return -ENOMEM;
+	CHECK(p, "map");
 	CHECK0(touch(rc, p, pg, &hit, NULL));
 	munmap(p, pg);
 	*status = rdmach_memhooks_status();
@@ -554,7 +553,7 @@ static int track(struct rdmach_rcache *rc, int *status)
 /* With tracking on: free+malloc of a heap block keeps its pages and its
  * registration (no event, a hit proved fresh by the pagemap); free of an
  * mmapped block is logged before glibc unmaps it (a miss afterwards).
- * Under a sanitizer's or valgrind's allocator every free is logged. */
+ * Under a sanitizer's allocator every free is logged. */
 static int t_free_malloc(void)
 {
 	struct rdmach_rcache *rc = mk(1, 100, 1 << 30);
