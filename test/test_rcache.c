@@ -27,6 +27,10 @@
 #include "mem/memhooks.h"
 #include "mem/rcache.h"
 
+/* Defined by the ASan/TSan/LSan runtimes only. */
+extern size_t __sanitizer_get_allocated_size(const volatile void *p)
+	__attribute__((weak));
+
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -535,60 +539,113 @@ static int t_mmap_fixed(struct tst *t)
 	return 0;
 }
 
-/* 40 MB: above glibc's largest dynamic mmap threshold (32 MB), so that an
- * untuned glibc would serve it by mmap and free it by an internal munmap. */
+/* 40 MB: above glibc's largest dynamic mmap threshold (32 MB): glibc always
+ * serves it by mmap and frees it by an internal munmap. */
 #define BIG_BLOCK (40u << 20)
+/* 64 KB: below glibc's smallest mmap threshold (128 KB) and above its
+ * tcache sizes: a main-heap chunk that free+malloc hands back in place. */
+#define HEAP_BLOCK (64u << 10)
 
+/* Start free() tracking the way the transport does: a first get. */
+static int track(struct tst *t, struct rdmach_rcache *rc, int *status)
+{
+	char *p = map(1);
+	int hit;
+
+	TST_CHECK(t, p, "map");
+	TST_CHECK0(t, touch(rc, p, pg, &hit, NULL));
+	munmap(p, pg);
+	*status = rdmach_memhooks_status();
+	TST_CHECK(t, *status & RDMACH_MEMHOOKS_TRACKING,
+		  "a cache's first get did not start free() tracking");
+	return 0;
+}
+
+/* With tracking on: free+malloc of a heap block keeps its pages and its
+ * registration (no event, a hit proved fresh by the pagemap); free of an
+ * mmapped block is logged before glibc unmaps it (a miss afterwards).
+ * Under a sanitizer's allocator every free is logged. */
 static int t_free_malloc(struct tst *t)
 {
-	struct rdmach_rcache *rc;
-	size_t len = BIG_BLOCK;
+	struct rdmach_rcache *rc = mk(1, 100, 1 << 30);
+	uint64_t k1, k2, e0, inv;
 	char *p, *q;
-	uint64_t k1, k2;
-	int hit, same, st = rdmach_memhooks_status();
+	int hit, st, every;
 
-	if (st & RDMACH_MEMHOOKS_MALLOPT_OFF)
-		return tst_skip(t, "RDMACH_RCACHE_MALLOPT=0: free() "
-				"unmaps unseen (documented limit)");
-	rc = mk(1, 100, 1 << 30);
-	p = malloc(len);
-	TST_CHECK(t, rc && p, "setup");
-	memset(p, 'A', len);
-	TST_CHECK0(t, touch(rc, p, len, &hit, &k1));
-	TST_CHECK0(t, touch(rc, p, len, &hit, &k2));
-	TST_CHECK(t, hit, "hit before free");
+	TST_CHECK(t, rc, "setup");
+	TST_CHECK0(t, track(t, rc, &st));
+	if (!(st & (RDMACH_MEMHOOKS_GLIBC_FREE | RDMACH_MEMHOOKS_FREE_HOOK))) {
+		rdmach_rcache_destroy(rc);
+		return tst_skip(t, "free() not tracked block by block "
+				"(status %#x)", st);
+	}
+	every = !!(st & RDMACH_MEMHOOKS_FREE_HOOK);
+	p = malloc(HEAP_BLOCK);
+	TST_CHECK(t, p, "malloc");
+	memset(p, 'A', HEAP_BLOCK);
+	TST_CHECK0(t, touch(rc, p, HEAP_BLOCK, &hit, &k1));
+	TST_CHECK0(t, touch(rc, p, HEAP_BLOCK, &hit, &k2));
+	TST_CHECK(t, hit && k1 == k2, "hit before free");
+	e0 = rdmach_memhooks_events();
 	free(p);
-	q = malloc(len);
+	TST_CHECK(t, (rdmach_memhooks_events() != e0) == every,
+		  every ? "free() not logged under the free hook" :
+		  "free() of a heap block was logged");
+	q = malloc(HEAP_BLOCK);
 	TST_CHECK(t, q, "malloc");
-	memset(q, 'B', len);
-	same = q == p;
-	/* Either a miss, or a hit that get() proved fresh (same pages:
-	 * glibc tuned by memhooks keeps freed memory mapped). */
-	TST_CHECK0(t, touch(rc, q, len, &hit, &k2));
-	printf("    free+malloc: %s address, %s (malloc %s)\n",
-	       same ? "same" : "new", hit ? "hit on the same pages" : "miss",
-	       st & RDMACH_MEMHOOKS_MALLOC_TUNED ?
-	       "tuned" : st & RDMACH_MEMHOOKS_FREE_HOOK ? "free hook" :
-	       "not glibc's");
+	memset(q, 'B', HEAP_BLOCK);
+	/* a hit is fresh */
+	TST_CHECK0(t, touch(rc, q, HEAP_BLOCK, &hit, &k2));
+	if (every)
+		TST_CHECK(t, !hit, "freed block hit under the free hook");
+	else if (q == p)
+		TST_CHECK(t, hit && k2 == k1,
+			  "heap block reused in place: must hit");
+	printf("    heap block: free+malloc %s address, %s\n",
+	       q == p ? "same" : "new", hit ? "hit" : "miss");
+	free(q);
+
+	p = malloc(BIG_BLOCK);
+	TST_CHECK(t, p, "malloc");
+	TST_CHECK0(t, touch(rc, p, BIG_BLOCK, &hit, &k1));
+	TST_CHECK0(t, touch(rc, p, BIG_BLOCK, &hit, &k2));
+	TST_CHECK(t, hit, "hit before free");
+	e0 = rdmach_memhooks_events();
+	inv = info(rc).invalidations;
+	free(p);
+	TST_CHECK(t, rdmach_memhooks_events() > e0,
+		  "free() of an mmapped block was not logged");
+	q = malloc(BIG_BLOCK);
+	TST_CHECK(t, q, "malloc");
+	memset(q, 'C', BIG_BLOCK);
+	TST_CHECK0(t, touch(rc, q, BIG_BLOCK, &hit, &k2));
+	TST_CHECK(t, !hit && k2 != k1 && info(rc).invalidations > inv,
+		  "stale registration of a freed mmapped block");
+	printf("    mmapped block: free+malloc %s address, miss\n",
+	       q == p ? "same" : "new");
 	free(q);
 	TST_CHECK0(t, finish(t, rc));
 	return 0;
 }
 
-/* Without the mallopt tuning glibc gives a large block back with munmap
- * inside free(), unseen by any hook: check that the tuning is in force. */
-static int t_malloc_tuned(struct tst *t)
+/* glibc with tracking on: the heap top stays (M_TRIM_THRESHOLD=max, its
+ * trimming is an internal sbrk no hook sees); mmapped blocks still go
+ * back to the system at free().  Sanitizer allocator: free() is logged;
+ * valgrind (free() replaced, unseen): the cache keeps nothing. */
+static int t_malloc_tracked(struct tst *t)
 {
-	int st = rdmach_memhooks_status();
-	size_t len = BIG_BLOCK;
-	uint64_t before[4], after[4];
-	char *p;
+	enum { NBLK = 256, BLK = 8 << 10 };
+	struct rdmach_rcache *rc = mk(1, 100, 1 << 30);
+	char *blk[NBLK], *top0, *top1, *p;
+	uint64_t e0, pm[1];
+	uintptr_t mid;
+	int i, st;
 
+	TST_CHECK(t, rc, "setup");
+	TST_CHECK0(t, track(t, rc, &st));
+	TST_CHECK0(t, finish(t, rc));
 	if (st & RDMACH_MEMHOOKS_FREE_HOOK) {
-		/* Sanitizer allocator: each free() must be logged. */
-		uint64_t e0;
-
-		p = malloc(len);
+		p = malloc(BIG_BLOCK);
 		TST_CHECK(t, p, "malloc");
 		e0 = rdmach_memhooks_events();
 		free(p);
@@ -597,21 +654,298 @@ static int t_malloc_tuned(struct tst *t)
 			  "logged");
 		return 0;
 	}
-	if (!(st & RDMACH_MEMHOOKS_MALLOC_TUNED))
-		return tst_skip(t, "malloc is not glibc's (%s)",
-				st & RDMACH_MEMHOOKS_MALLOPT_OFF ?
-				"mallopt off" : "unknown allocator");
-	p = malloc(len);
+	if (st & RDMACH_MEMHOOKS_FREE_UNSEEN) {
+		/* valgrind's free is not seen: the cache keeps nothing. */
+		int hit;
+
+		rc = mk(1, 100, 1 << 30);
+		p = map(1);
+		TST_CHECK(t, rc && p, "setup");
+		TST_CHECK0(t, touch(rc, p, pg, &hit, NULL));
+		TST_CHECK0(t, touch(rc, p, pg, &hit, NULL));
+		TST_CHECK(t, !hit && info(rc).entries == 0,
+			  "a registration was kept although free() is not "
+			  "seen");
+		TST_CHECK0(t, finish(t, rc));
+		munmap(p, pg);
+		return 0;
+	}
+	if (!(st & RDMACH_MEMHOOKS_GLIBC_FREE))
+		return tst_skip(t, "malloc is not glibc's (status %#x)", st);
+	top0 = sbrk(0);
+	for (i = 0; i < NBLK; i++) {
+		blk[i] = malloc(BLK);
+		TST_CHECK(t, blk[i], "malloc");
+		memset(blk[i], 1, BLK);
+	}
+	top1 = sbrk(0);
+	for (i = NBLK - 1; i >= 0; i--)
+		free(blk[i]);
+	TST_CHECK(t, top1 > top0, "2 MB of small blocks did not grow the heap");
+	TST_CHECK(t, (char *)sbrk(0) == top1, "glibc trimmed the heap top "
+		  "(%p -> %p) with tracking on", (void *)top1, sbrk(0));
+	p = malloc(BIG_BLOCK);
 	TST_CHECK(t, p, "malloc");
-	memset(p, 1, len);
-	TST_CHECK0(t, read_pagemap(((uintptr_t)p + len / 2) & ~(pg - 1), 4,
-				   before));
+	memset(p, 1, BIG_BLOCK);
+	mid = ((uintptr_t)p + BIG_BLOCK / 2) & ~(pg - 1);
 	free(p);
-	TST_CHECK0(t, read_pagemap(((uintptr_t)p + len / 2) & ~(pg - 1), 4,
-				   after));
-	TST_CHECK(t, before[0] >> 63 && after[0] >> 63 &&
-		  !memcmp(before, after, sizeof(before)),
-		  "free() released a large block's pages");
+	TST_CHECK0(t, read_pagemap(mid, 1, pm));
+	TST_CHECK(t, !(pm[0] >> 63), "free() kept a large block's pages");
+	return 0;
+}
+
+/* A thread's arena: a block in the arena's first heap is never given back
+ * while tracking is on (no event at free); a block in a later heap may go
+ * with its whole heap (glibc deletes an empty one by an internal munmap):
+ * its free is logged, and the registration misses afterwards. */
+struct arena_blocks {
+	char *blk[1600];
+	int n, first_later;	/* first_later: index of the first block in
+				 * a later heap, or -1 */
+};
+
+/* glibc's thread heaps are 64 MB-aligned (2 * DEFAULT_MMAP_THRESHOLD_MAX) */
+#define ARENA_HEAP (2ul * 4 * 1024 * 1024 * sizeof(long))
+
+static void *arena_fill(void *arg)
+{
+	struct arena_blocks *a = arg;
+	uintptr_t heap0 = 0;
+
+	a->first_later = -1;
+	for (a->n = 0; a->n < 1600; a->n++) {
+		char *b = malloc(HEAP_BLOCK);
+
+		if (!b)
+			break;
+		a->blk[a->n] = b;
+		if (!heap0)
+			heap0 = (uintptr_t)b & ~(ARENA_HEAP - 1);
+		if (a->first_later < 0 &&
+		    ((uintptr_t)b & ~(ARENA_HEAP - 1)) != heap0)
+			a->first_later = a->n;
+		if (a->first_later >= 0 && a->n > a->first_later + 8) {
+			a->n++;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int t_thread_arena(struct tst *t)
+{
+	struct rdmach_rcache *rc = mk(1, 100, 1 << 30);
+	struct arena_blocks *a = calloc(1, sizeof(*a));
+	char *first, *later, *tail, *q;	/* freed below: addresses only */
+	char *other = map(1);
+	uint64_t e0, kf, kl, kt, k, pm[1];
+	pthread_t th;
+	int i, st, hit;
+
+	TST_CHECK(t, rc && a && other, "setup");
+	TST_CHECK0(t, track(t, rc, &st));
+	if (!(st & RDMACH_MEMHOOKS_GLIBC_FREE)) {
+		rdmach_rcache_destroy(rc);
+		free(a);
+		munmap(other, pg);
+		return tst_skip(t, "malloc is not glibc's (status %#x)", st);
+	}
+	TST_CHECK0(t, pthread_create(&th, NULL, arena_fill, a));
+	TST_CHECK0(t, pthread_join(th, NULL));
+	TST_CHECK(t, a->first_later > 4, "%d blocks of 64 KB in a thread "
+		  "arena stayed in one 64 MB heap", a->n);
+	first = a->blk[1];
+	later = a->blk[a->first_later + 2];
+	TST_CHECK0(t, touch(rc, first, HEAP_BLOCK, &hit, &kf));
+	TST_CHECK0(t, touch(rc, later, HEAP_BLOCK, &hit, &kl));
+	e0 = rdmach_memhooks_events();
+	free(a->blk[1]);
+	a->blk[1] = NULL;
+	TST_CHECK(t, rdmach_memhooks_events() == e0,
+		  "free() in an arena's first heap was logged");
+	q = malloc(HEAP_BLOCK);	/* the main arena: not where first was */
+	TST_CHECK0(t, touch(rc, first, HEAP_BLOCK, &hit, &k));
+	TST_CHECK(t, hit && k == kf, "first-heap block's registration dropped");
+	free(q);
+	e0 = rdmach_memhooks_events();
+	free(a->blk[a->first_later + 2]);
+	a->blk[a->first_later + 2] = NULL;
+	TST_CHECK(t, rdmach_memhooks_events() > e0,
+		  "free() in an arena's later heap was not logged");
+	/* The first heap's tail free, then everything in the later heap:
+	 * glibc deletes that heap (it keeps M_TOP_PAD, 128 KB, of room at the
+	 * end of the previous one) and joins the first heap's free tail to
+	 * its top, which it would then shrink, but for M_TRIM_THRESHOLD. */
+	tail = a->blk[a->first_later - 1];
+	TST_CHECK0(t, touch(rc, tail, HEAP_BLOCK, &hit, &kt));
+	e0 = rdmach_memhooks_events();
+	for (i = a->first_later - 1; i >= a->first_later - 3; i--) {
+		free(a->blk[i]);
+		a->blk[i] = NULL;
+	}
+	TST_CHECK(t, rdmach_memhooks_events() == e0,
+		  "free() in an arena's first heap was logged");
+	for (i = a->n - 1; i >= a->first_later; i--) {
+		free(a->blk[i]);
+		a->blk[i] = NULL;
+	}
+	TST_CHECK0(t, read_pagemap((uintptr_t)later & ~(pg - 1), 1, pm));
+	printf("    %d blocks, later heap from block %d; after freeing it: "
+	       "%s\n", a->n, a->first_later,
+	       pm[0] >> 63 ? "still mapped" : "given back");
+	/* drains the events */
+	TST_CHECK0(t, touch(rc, other, pg, &hit, NULL));
+	TST_CHECK(t, !mr_by_key(kl)->live,
+		  "registration in a freed later heap kept");
+	TST_CHECK(t, mr_by_key(kf)->live, "first-heap registration dropped");
+	/* a hit is fresh */
+	TST_CHECK0(t, touch(rc, tail, HEAP_BLOCK, &hit, &k));
+	TST_CHECK(t, hit && k == kt,
+		  "first heap's free tail: registration dropped");
+	TST_CHECK0(t, finish(t, rc));
+	for (i = 0; i < a->n; i++)
+		free(a->blk[i]);
+	free(a);
+	munmap(other, pg);
+	return 0;
+}
+
+/* ---- memory given back after free() ------------------------------------ */
+
+/* Resident bytes of this process (/proc/self/statm, opened at each call:
+ * the process asking), or 0. */
+static uint64_t rss_bytes(void)
+{
+	unsigned long size, resident;
+	FILE *f = fopen("/proc/self/statm", "r");
+	int n;
+
+	if (!f)
+		return 0;
+	n = fscanf(f, "%lu %lu", &size, &resident);
+	fclose(f);
+	return n == 2 ? (uint64_t)resident * pg : 0;
+}
+
+#define GIB (1ull << 30)
+
+/* malloc(1 GiB), touch it, free it: RSS must fall by about that much. */
+static int rss_after_free(struct tst *t, const char *label)
+{
+	uint64_t before, touched, after;
+	char *p;
+
+	before = rss_bytes();
+	p = malloc(GIB);
+	TST_CHECK(t, p, "malloc(1 GiB)");
+	/* MADV_POPULATE_WRITE wants whole pages: the block's inner ones. */
+	populate((char *)(((uintptr_t)p + pg - 1) & ~(pg - 1)), GIB - pg);
+	touched = rss_bytes();
+	free(p);
+	after = rss_bytes();
+	printf("    %s: RSS %.1f MiB, %.1f MiB with 1 GiB touched, %.1f MiB "
+	       "after free\n", label, before / 1048576.0,
+	       touched / 1048576.0, after / 1048576.0);
+	TST_CHECK(t, touched >= before + GIB - GIB / 16, "1 GiB not resident");
+	TST_CHECK(t, after + GIB - GIB / 16 <= touched,
+		  "%s: free() of 1 GiB kept it resident", label);
+	return 0;
+}
+
+/* The process without a registration cache: no tracking, glibc's own
+ * policy (the heap top is trimmed at free), 1 GiB given back at free.
+ * Runs in a fresh process (exec of this binary, see no_cache_child_main)
+ * so that nothing inherited has created a cache or started tracking. */
+static int no_cache_child(struct tst *t)
+{
+	enum { NBLK = 256, BLK = 8 << 10 };
+	char *blk[NBLK], *top1;
+	int i;
+
+	rdmach_memhooks_init();
+	TST_CHECK(t, rdmach_memhooks_status() == 0, "status %#x without a "
+		  "cache", rdmach_memhooks_status());
+	if (!__sanitizer_get_allocated_size) {	/* glibc's malloc */
+		for (i = 0; i < NBLK; i++) {
+			blk[i] = malloc(BLK);
+			TST_CHECK(t, blk[i], "malloc");
+			memset(blk[i], 1, BLK);
+		}
+		top1 = sbrk(0);
+		for (i = NBLK - 1; i >= 0; i--)
+			free(blk[i]);
+		TST_CHECK(t, (char *)sbrk(0) < top1, "without a cache glibc "
+			  "did not trim the heap top after 2 MB of frees: "
+			  "malloc tuned?");
+	}
+	return rss_after_free(t, "no cache");
+}
+
+/* The exec'd child of rss_no_cache: runs no_cache_child() before main()
+ * and writes the failure, if any, on the pipe named by
+ * TEST_RCACHE_CHILD_FD. */
+__attribute__((constructor)) static void no_cache_child_main(void)
+{
+	static const struct tst_case c = {
+		"rss_no_cache (child)", 1, NULL, TST_UNIT, NULL, { 0 }
+	};
+	struct tst t = { .c = &c };
+	const char *mode = getenv("TEST_RCACHE_CHILD");
+	const char *fd = getenv("TEST_RCACHE_CHILD_FD");
+
+	if (!mode || strcmp(mode, "no_cache"))
+		return;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	pg = (size_t)sysconf(_SC_PAGESIZE);
+	if (!no_cache_child(&t) && !t.failed)
+		_exit(0);
+	if (fd && write(atoi(fd), t.why, strlen(t.why)) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+static int t_rss_no_cache(struct tst *t)
+{
+	char why[sizeof(t->why)] = "";
+	int fds[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	TST_CHECK0(t, pipe2(fds, O_CLOEXEC));
+	fflush(NULL);
+	pid = fork();
+	TST_CHECK(t, pid >= 0, "fork");
+	if (pid == 0) {
+		char *argv[] = { "test_rcache", NULL };
+		char fd[16];
+
+		snprintf(fd, sizeof(fd), "%d", fds[1]);
+		setenv("TEST_RCACHE_CHILD", "no_cache", 1);
+		setenv("TEST_RCACHE_CHILD_FD", fd, 1);
+		fcntl(fds[1], F_SETFD, 0);	/* kept across the exec */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a timed-out case */
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	n = read(fds[0], why, sizeof(why) - 1);
+	close(fds[0]);
+	TST_CHECK(t, waitpid(pid, &status, 0) == pid, "waitpid");
+	TST_CHECK(t, tst_status_is(status, 0),
+		  "child (no cache) failed: status %#x%s%s", status,
+		  n > 0 ? ": " : "", n > 0 ? why : "");
+	return 0;
+}
+
+static int t_rss_cache(struct tst *t)
+{
+	struct rdmach_rcache *rc = mk(1, 100, 1 << 30);
+	int st;
+
+	TST_CHECK(t, rc, "setup");
+	TST_CHECK0(t, track(t, rc, &st));
+	TST_CHECK0(t, rss_after_free(t, "cache in use"));
+	TST_CHECK0(t, finish(t, rc));
 	return 0;
 }
 
@@ -646,17 +980,20 @@ static int t_heap_shrink(struct tst *t)
 {
 	struct rdmach_rcache *rc = mk(1, 100, 1 << 30);
 	size_t len = 4 * pg, pad;
-	char *brk0, *p, *q;
-	void *warm;
+	char *brk0, *p, *q, *warm[16];
 	uint64_t k1, k2;
-	int hit;
+	int hit, i;
 
 	TST_CHECK(t, rc, "setup");
-	/* Let malloc grow its heap first: the cache's own allocations
+	/* starts free() tracking */
+	TST_CHECK0(t, touch(rc, &rc, 1, &hit, NULL));
+	/* Let malloc grow its heap first (small blocks come from the heap,
+	 * kept at free while tracking is on): the cache's own allocations
 	 * must not move the break while we own its top. */
-	warm = malloc(1 << 20);
-	free(warm);
-	/* allocates an entry */
+	for (i = 0; i < 16; i++)
+		warm[i] = malloc(HEAP_BLOCK);
+	for (i = 0; i < 16; i++)
+		free(warm[i]);
 	TST_CHECK0(t, touch(rc, &rc, 1, &hit, NULL));
 	brk0 = sbrk(0);
 	pad = (pg - ((uintptr_t)brk0 & (pg - 1))) & (pg - 1);
@@ -712,29 +1049,35 @@ static int t_mremap(struct tst *t)
 	return 0;
 }
 
+/* malloc_trim() gives back free pages anywhere in glibc's arenas, and
+ * unlocks them before returning: it invalidates everything, first. */
 static int t_malloc_trim(struct tst *t)
 {
 	struct rdmach_rcache *rc = mk(1, 100, 1 << 30);
-	char *hole, *hold;
+	char *hole[16], *hold;
 	char *p = map(4);
 	uint64_t inv;
-	int hit, ret;
+	int hit, ret, i;
 
 	TST_CHECK(t, rc && p, "setup");
 	TST_CHECK0(t, touch(rc, p, 4 * pg, &hit, NULL));
-	hole = malloc(1 << 20);
+	for (i = 0; i < 16; i++) {
+		hole[i] = malloc(HEAP_BLOCK);
+		TST_CHECK(t, hole[i], "malloc");
+		memset(hole[i], 1, HEAP_BLOCK);
+	}
 	hold = malloc(64);
-	TST_CHECK(t, hole && hold, "malloc");
-	memset(hole, 1, 1 << 20);
-	free(hole);
-	ret = malloc_trim(0);
-	inv = info(rc).invalidations;
+	TST_CHECK(t, hold, "malloc");
+	for (i = 0; i < 16; i++)
+		free(hole[i]);
 	TST_CHECK0(t, touch(rc, p, 4 * pg, &hit, NULL));
-	if (ret)
-		TST_CHECK(t, !hit && info(rc).invalidations > inv,
-			  "malloc_trim released memory: must invalidate");
-	else
-		TST_CHECK(t, hit, "nothing trimmed: nothing invalidated");
+	TST_CHECK(t, hit,
+		  "frees of heap blocks invalidated an unrelated entry");
+	inv = info(rc).invalidations;
+	ret = malloc_trim(0);
+	TST_CHECK0(t, touch(rc, p, 4 * pg, &hit, NULL));
+	TST_CHECK(t, !hit && info(rc).invalidations > inv,
+		  "malloc_trim (returned %d) must invalidate everything", ret);
 	free(hold);
 	TST_CHECK0(t, finish(t, rc));
 	munmap(p, 4 * pg);
@@ -996,7 +1339,10 @@ static const struct tst_case cases[] = {
 	{ "munmap_remap", 1, t_munmap_remap, TST_UNIT, NULL, { 0 } },
 	{ "mmap_fixed", 1, t_mmap_fixed, TST_UNIT, NULL, { 0 } },
 	{ "free_malloc", 1, t_free_malloc, TST_UNIT, NULL, { 0 } },
-	{ "malloc_tuned", 1, t_malloc_tuned, TST_UNIT, NULL, { 0 } },
+	{ "malloc_tracked", 1, t_malloc_tracked, TST_UNIT, NULL, { 0 } },
+	{ "thread_arena", 1, t_thread_arena, TST_UNIT, NULL, { 0 } },
+	{ "rss_no_cache", 1, t_rss_no_cache, TST_UNIT, NULL, { 0 } },
+	{ "rss_cache", 1, t_rss_cache, TST_UNIT, NULL, { 0 } },
 	{ "madvise", 1, t_madvise, TST_UNIT, NULL, { 0 } },
 	{ "heap_shrink", 1, t_heap_shrink, TST_UNIT, NULL, { 0 } },
 	{ "mremap", 1, t_mremap, TST_UNIT, NULL, { 0 } },
