@@ -2,7 +2,7 @@
  * rdmach_rss_free - what free() gives back, and what the free() hook costs,
  * in one process per malloc policy:
  *
- *   rdmach_rss_free linked|cache|old    (built by make, linked with rdmach)
+ *   rdmach_rss_free linked|cache|tuned    (built by make, linked with rdmach)
  *   rss_free_plain plain                (bench/run-rss.sh builds it from
  *                                        this file without rdmach)
  *
@@ -11,8 +11,8 @@
  *   cache   a registration cache in use (fake register/deregister calls,
  *           one get): free() tracking on, as in a process with an ib
  *           connection that has sent zero-copy
- *   old     rdmach linked with the policy it used to set in every process
- *           at load: mallopt(M_MMAP_MAX, 0), mallopt(M_TRIM_THRESHOLD, max)
+ *   tuned   rdmach linked, and glibc tuned at load the way registration
+ *           caches commonly do: mallopt(M_MMAP_MAX, 0), M_TRIM_THRESHOLD max
  *
  * Prints one line per measurement:
  *   <mode> big    <RSS before> <RSS touched> <RSS after free>   (MiB)
@@ -194,11 +194,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: cache setup failed\n", argv[0]);
 			return 1;
 		}
-	} else if (!strcmp(mode, "old")) {
+	} else if (!strcmp(mode, "tuned")) {
 		mallopt(M_MMAP_MAX, 0);
 		mallopt(M_TRIM_THRESHOLD, -1);
 	} else if (strcmp(mode, "linked")) {
-		fprintf(stderr, "usage: %s linked|cache|old\n", argv[0]);
+		fprintf(stderr, "usage: %s linked|cache|tuned\n", argv[0]);
 		return 2;
 	}
 	if (!strcmp(mode, "cache") !=

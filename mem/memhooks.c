@@ -60,7 +60,7 @@
  *    (jemalloc/tcmalloc in front, a wrapper, a library loaded with
  *    dlopen), the allocator's own munmap/madvise calls go through the
  *    hooks, and glibc's malloc - in case something still reaches it - is
- *    tuned as it used to be for every process: M_MMAP_MAX=0 and
+ *    tuned the way registration caches commonly do it: M_MMAP_MAX=0 and
  *    M_TRIM_THRESHOLD=max (it never unmaps or trims).
  *
  * Why not userfaultfd: UFFD_EVENT_UNMAP/REMOVE need the ranges registered
