@@ -204,6 +204,8 @@ if ! skipped mpich; then
 		run "MPICH ch3:rdma: MPI programs, np 2 4 8" NP_LIST="2 4 8" \
 			-- channel/test-mpich.sh progs
 		run "MPICH ch3:rdma: test/mpi CI subset" -- channel/test-mpich.sh ci
+		run "MPICH ch3:rdma: abnormal ends (mpiexec status)" -- \
+			channel/test-mpich.sh faults
 	else
 		tail -n 40 "$LOGS/mpich-build.log"
 		record "make mpich" 0 1
