@@ -75,6 +75,7 @@ static int conf_one_way(struct tst *t, uint64_t bytes,
 static uint64_t conf_ring_call(uint64_t ring)
 {
 	static const char *const knobs[] = { "RDMACH_SHM_CMA_THRESHOLD",
+					     "RDMACH_SHM_PIPE_THRESHOLD",
 					     "RDMACH_ZCOPY_THRESHOLD" };
 	uint64_t call = ring / 4, k;
 	size_t i;
@@ -195,6 +196,7 @@ static int conf_threshold_sizes(size_t *out, int max)
 {
 	static const char *const knobs[] = {
 		"RDMACH_SHM_CMA_THRESHOLD", "RDMACH_SHM_RING_SIZE",
+		"RDMACH_SHM_PIPE_THRESHOLD", "RDMACH_SHM_PIPE_CHUNK",
 		"RDMACH_IB_RING_SIZE", "RDMACH_IB_CHUNK_SIZE",
 		"RDMACH_ZCOPY_THRESHOLD",
 	};
