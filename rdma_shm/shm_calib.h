@@ -10,9 +10,10 @@
 #include <stdint.h>
 
 /* The largest working set (a power of two, 512 KiB..max) whose memcpy
- * bandwidth is still at least 60% of a 512 KiB one's: beyond it a
+ * bandwidth is still at least 60% of the best of the smaller ones' (the
+ * in-cache speed): beyond it a
  * message's bytes cannot be in cache, whoever wrote them last.  Costs
- * about 2 x max bytes of memory and ~10-20 ms once; 0 when the memory
+ * about 2 x max bytes of memory and ~10-30 ms once; 0 when the memory
  * cannot be had. */
 uint64_t shm_calib_cache_limit(uint64_t max);
 
