@@ -34,8 +34,8 @@
 
 enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
        SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD, SHM_K_PIPE_AREA,
-       SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_CACHE_LIMIT, SHM_K_RECENT,
-       SHM_K_LIVENESS_MS, SHM_K_NUM };
+       SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CACHE_LIMIT,
+       SHM_K_RECENT, SHM_K_LIVENESS_MS, SHM_K_NUM };
 
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
@@ -71,6 +71,11 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		64, 64u << 20,
 		"first chunk of a message; chunks double up to the slot, so the "
 		"reader starts copying early" },
+	[SHM_K_PIPE_SPIN] = { "RDMACH_SHM_PIPE_SPIN", RDMACH_KNOB_UINT, "200",
+		0, 1000000,
+		"polls a put (get) that has moved a chunk waits for the next free "
+		"(full) slot before returning, so a message streams within one "
+		"call while both sides are at it (0: return at once)" },
 	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
 		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
 		"largest put that can be cache-resident (auto: the largest "
@@ -174,6 +179,7 @@ struct shm_tl {
 	volatile uint64_t cma_magic;	/* peers read it to probe CMA */
 	/* copy area */
 	uint64_t pipe_size, pipe_slot, pipe_first, pipe_threshold;
+	uint32_t pipe_spin;
 	uint64_t cache_limit;		/* 0 until known (auto: after connect) */
 	uint64_t large_min;		/* smallest put that is not ring packets */
 	/* buffers of the last large puts (a ring of `recent` entries) */
@@ -517,6 +523,31 @@ static ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
 
 /* ---- copy area ----------------------------------------------------------- */
 
+static inline void shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* The flag f of the next slot, once it is (full ? non-zero : zero): at
+ * once, or -- when this call has already moved a chunk, so the peer is at
+ * the same message -- after up to RDMACH_SHM_PIPE_SPIN polls.  Returns
+ * the flag's value; the caller checks it. */
+static inline uint64_t shm_pipe_wait(const struct shm_tl *tl,
+				     struct shm_pipe_flag *f, int full,
+				     size_t moved)
+{
+	uint64_t v = atomic_load_explicit(&f->len, memory_order_acquire);
+	uint32_t spins = moved ? tl->pipe_spin : 0;
+
+	while ((v != 0) != full && spins--) {
+		shm_cpu_relax();
+		v = atomic_load_explicit(&f->len, memory_order_acquire);
+	}
+	return v;
+}
+
 static inline struct shm_pipe_flag *shm_pipe_flag(const struct shm_pipe *pp)
 {
 	return &pp->flags[pp->next & pp->slot_mask];
@@ -553,7 +584,7 @@ static ssize_t shm_rx_pipe(struct shm_conn *sc, struct shm_rx_ring *ring,
 	*fin = 0;
 	while (sc->rx_off < pkt.total && done < room) {
 		struct shm_pipe_flag *f = shm_pipe_flag(pp);
-		uint64_t n = atomic_load_explicit(&f->len, memory_order_acquire);
+		uint64_t n = shm_pipe_wait(sc->tl, f, 1, done);
 		size_t k;
 
 		if (!n)
@@ -974,7 +1005,7 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
 		struct shm_pipe_flag *f = shm_pipe_flag(pp);
 		uint64_t n = take - done < pp->chunk ? take - done : pp->chunk;
 
-		if (atomic_load_explicit(&f->len, memory_order_acquire))
+		if (shm_pipe_wait(sc->tl, f, 0, done))
 			break;
 		shm_gather(&c, shm_pipe_slot(pp), n);
 		atomic_store_explicit(&f->len, n, memory_order_release);
@@ -1122,6 +1153,7 @@ static int shm_read_pipe_knobs(struct shm_tl *tl, const uint64_t *v)
 	tl->pipe_slot = slot;
 	tl->pipe_first = v[SHM_K_PIPE_FIRST];
 	tl->pipe_threshold = v[SHM_K_PIPE_THRESHOLD];
+	tl->pipe_spin = (uint32_t)v[SHM_K_PIPE_SPIN];
 	tl->recent = (unsigned)v[SHM_K_RECENT];
 	tl->large_min = UINT64_MAX;
 	if (tl->pipe_size)
