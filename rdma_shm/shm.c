@@ -57,7 +57,7 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_PIPE] = { "RDMACH_SHM_PIPE", RDMACH_KNOB_BOOL, "1", 0, 1,
 		"large puts through a copy area per peer, both sides copying at once" },
 	[SHM_K_PIPE_THRESHOLD] = { "RDMACH_SHM_PIPE_THRESHOLD", RDMACH_KNOB_SIZE,
-		"64K", 1, UINT64_MAX,
+		"128K", 1, UINT64_MAX,
 		"puts of at least this many bytes go through the copy area" },
 	[SHM_K_PIPE_AREA] = { "RDMACH_SHM_PIPE_AREA", RDMACH_KNOB_SIZE, "256K",
 		4096, 64u << 20,
