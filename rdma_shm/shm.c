@@ -34,8 +34,8 @@
 
 enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
        SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD, SHM_K_PIPE_AREA,
-       SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CACHE_LIMIT,
-       SHM_K_RECENT, SHM_K_LIVENESS_MS, SHM_K_NUM };
+       SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CMA_USE,
+       SHM_K_CACHE_LIMIT, SHM_K_RECENT, SHM_K_LIVENESS_MS, SHM_K_NUM };
 
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
@@ -76,6 +76,12 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"polls a put (get) that has moved a chunk waits for the next free "
 		"(full) slot before returning, so a message streams within one "
 		"call while both sides are at it (0: return at once)" },
+	[SHM_K_CMA_USE] = { "RDMACH_SHM_CMA_USE", RDMACH_KNOB_STRING, "auto",
+		0, 0,
+		"with the copy area, which large puts go by CMA: auto (where "
+		"CMA moves bytes faster than the copy area would, hot or cold, "
+		"as measured at start-up), cold (those not likely in cache), "
+		"always, never" },
 	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
 		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
 		"largest put that can be cache-resident (auto: the largest "
@@ -95,6 +101,17 @@ RDMACH_KNOB_TABLE(shm, shm_knobs);
  * the value used where there is nobody to measure for (a lone process). */
 #define SHM_CACHE_LIMIT_MAX (32u << 20)
 #define SHM_CACHE_LIMIT_DEFAULT (4u << 20)
+
+/* RDMACH_SHM_CMA_USE=auto: the copy area's rate as a fraction of one
+ * memcpy's, from bench/raw_shm_large on the 2-vCPU EPYC guest (1 MiB,
+ * window of 64, SCHED_FIFO, README): in cache it moves 26-27 GB/s where
+ * memcpy does 44 (the second core reads lines the first one has just
+ * written), from memory 15-17 GB/s where memcpy does 13-17 (both copies
+ * overlap; the area itself stays in cache). */
+#define SHM_PIPE_HOT_PER_COPY 0.6
+#define SHM_PIPE_COLD_PER_COPY 1.0
+
+enum shm_cma_use { SHM_CMA_AUTO, SHM_CMA_COLD, SHM_CMA_ALWAYS, SHM_CMA_NEVER };
 
 /* Rendezvous this process posted and the peer has not acknowledged. */
 struct shm_rndv_tx {
@@ -181,6 +198,8 @@ struct shm_tl {
 	uint64_t pipe_size, pipe_slot, pipe_first, pipe_threshold;
 	uint32_t pipe_spin;
 	uint64_t cache_limit;		/* 0 until known (auto: after connect) */
+	enum shm_cma_use cma_use;
+	int cma_hot, cma_cold;		/* CMA for a hot / cold large put */
 	uint64_t large_min;		/* smallest put that is not ring packets */
 	/* buffers of the last large puts (a ring of `recent` entries) */
 	unsigned recent, recent_pos;
@@ -1053,11 +1072,12 @@ static int shm_recent_buf(struct shm_tl *tl, uintptr_t buf)
 /*
  * A large put: cross-memory attach (one copy, by the reader, after the
  * kernel has pinned the writer's pages) or the copy area (two copies,
- * overlapped, through memory that stays in cache)?  The copy area, when
- * the bytes are likely in the writer's cache: the put is not larger than
- * the cache limit (measured at start-up) and, with RDMACH_SHM_RECENT,
- * its buffer was put recently (a reused buffer); one copy otherwise, as
- * the bytes come from memory anyway.
+ * overlapped, through memory that stays in cache)?  Which is faster
+ * depends on where the bytes are: a put is hot (likely in the writer's
+ * cache) when it is not larger than the cache limit and, with
+ * RDMACH_SHM_RECENT, its buffer was put recently (a reused buffer), cold
+ * otherwise; for each of the two, RDMACH_SHM_CMA_USE=auto takes the way
+ * the start-up measurement found faster (shm_cma_setup_choice).
  */
 static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 			   int iovcnt, size_t total)
@@ -1070,10 +1090,12 @@ static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 		return 0;
 	if (!sc->tx_pipe.slot || total < tl->pipe_threshold)
 		return 1;
+	if (tl->cma_hot == tl->cma_cold)
+		return tl->cma_hot;
 	hot = total <= tl->cache_limit;
 	if (tl->recent && !shm_recent_buf(tl, shm_main_buf(iov, iovcnt)))
 		hot = 0;
-	return !hot;
+	return hot ? tl->cma_hot : tl->cma_cold;
 }
 
 static __attribute__((noinline)) ssize_t
@@ -1163,18 +1185,45 @@ static int shm_read_pipe_knobs(struct shm_tl *tl, const uint64_t *v)
 	return 0;
 }
 
+static int shm_read_cma_use(struct shm_tl *tl)
+{
+	static const char *const names[] = {
+		[SHM_CMA_AUTO] = "auto", [SHM_CMA_COLD] = "cold",
+		[SHM_CMA_ALWAYS] = "always", [SHM_CMA_NEVER] = "never",
+	};
+	const char *v = rdmach_knob_str(&shm_knobs[SHM_K_CMA_USE]);
+	unsigned i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(v, names[i])) {
+			tl->cma_use = (enum shm_cma_use)i;
+			tl->cma_hot = tl->cma_use == SHM_CMA_ALWAYS;
+			tl->cma_cold = tl->cma_use == SHM_CMA_ALWAYS ||
+				       tl->cma_use == SHM_CMA_COLD;
+			return 0;
+		}
+	rdmach_err("shm: RDMACH_SHM_CMA_USE=%s is none of auto, cold, "
+		   "always, never", v);
+	return -EINVAL;
+}
+
 static int shm_read_knobs(struct shm_tl *tl)
 {
 	uint64_t v[SHM_K_NUM];
 	int i, err;
 
 	for (i = 0; i < SHM_K_NUM; i++) {
+		if (shm_knobs[i].type == RDMACH_KNOB_STRING)
+			continue;
 		err = rdmach_knob_u64(&shm_knobs[i], &v[i]);
 		if (err == -ENODATA && i == SHM_K_CACHE_LIMIT)
 			v[i] = 0;	/* auto: measured at connect */
 		else if (err)
 			return err;
 	}
+	err = shm_read_cma_use(tl);
+	if (err)
+		return err;
 	if (v[SHM_K_RING_SIZE] & (v[SHM_K_RING_SIZE] - 1)) {
 		rdmach_err("shm: RDMACH_SHM_RING_SIZE=%" PRIu64 " is not a "
 			   "power of two", v[SHM_K_RING_SIZE]);
@@ -1250,15 +1299,23 @@ static int shm_leader(const int *peers, int npeers)
 
 static void shm_measure_cache(struct shm_tl *tl, const int *peers, int npeers)
 {
-	uint64_t limit;
+	struct shm_seg_hdr *h = shm_seg_hdr(&tl->seg);
+	struct shm_calib m;
 
-	if (tl->cache_limit || !tl->cma || !tl->pipe_size || npeers < 2 ||
-	    shm_leader(peers, npeers) != tl->base.ctx->rank)
+	if ((tl->cache_limit && tl->cma_use != SHM_CMA_AUTO) || !tl->cma ||
+	    !tl->pipe_size || npeers < 2 ||
+	    shm_leader(peers, npeers) != tl->base.ctx->rank ||
+	    shm_calib_measure(SHM_CACHE_LIMIT_MAX, &m))
 		return;
-	limit = shm_calib_cache_limit(SHM_CACHE_LIMIT_MAX);
-	rdmach_info("shm: cache limit %" PRIu64 " KiB (measured; "
-		    "RDMACH_SHM_CACHE_LIMIT sets it)", limit >> 10);
-	shm_seg_hdr(&tl->seg)->cache_limit = limit;
+	rdmach_info("shm: measured: cache limit %" PRIu64 " KiB; memcpy %.1f "
+		    "GB/s in cache, %.1f beyond; process_vm_readv %.1f / %.1f",
+		    m.cache_limit >> 10, m.copy_hot, m.copy_cold, m.cma_hot,
+		    m.cma_cold);
+	h->copy_hot_mbs = (uint64_t)(m.copy_hot * 1000);
+	h->copy_cold_mbs = (uint64_t)(m.copy_cold * 1000);
+	h->cma_hot_mbs = (uint64_t)(m.cma_hot * 1000);
+	h->cma_cold_mbs = (uint64_t)(m.cma_cold * 1000);
+	h->cache_limit = m.cache_limit;
 }
 
 static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
@@ -1459,22 +1516,31 @@ static void shm_conn_free(struct shm_conn *sc)
 	free(sc);
 }
 
-/* RDMACH_SHM_CACHE_LIMIT=auto: the leader's measurement, from its
- * segment header (shm_measure_cache), else a fixed guess. */
-static void shm_cache_limit_setup(struct shm_tl *tl, const int *peers,
-				  int npeers)
+/* What is auto, from the leader's measurement in its segment header
+ * (shm_measure_cache): the cache limit (else a fixed guess), and for hot
+ * and cold puts whether CMA moves bytes faster than the copy area would
+ * (else never: the copy area, which needs no system call). */
+static void shm_choice_setup(struct shm_tl *tl, const int *peers, int npeers)
 {
 	int leader = shm_leader(peers, npeers), i;
 	const struct shm_seg *seg = &tl->seg;
+	const struct shm_seg_hdr *h;
 
-	if (tl->cache_limit)
-		return;
 	for (i = 0; i < tl->npeers; i++)
 		if (tl->conns[i]->conn->peer == leader && !tl->conns[i]->self)
 			seg = &tl->conns[i]->peer_seg;
-	tl->cache_limit = shm_seg_hdr(seg)->cache_limit;
+	h = shm_seg_hdr(seg);
 	if (!tl->cache_limit)
-		tl->cache_limit = SHM_CACHE_LIMIT_DEFAULT;
+		tl->cache_limit = h->cache_limit ? h->cache_limit :
+				  SHM_CACHE_LIMIT_DEFAULT;
+	if (tl->cma_use != SHM_CMA_AUTO)
+		return;
+	tl->cma_hot = h->cma_hot_mbs >
+		      SHM_PIPE_HOT_PER_COPY * (double)h->copy_hot_mbs;
+	tl->cma_cold = h->cma_cold_mbs >
+		       SHM_PIPE_COLD_PER_COPY * (double)h->copy_cold_mbs;
+	rdmach_debug("shm: large puts by CMA when hot: %s, cold: %s",
+		     tl->cma_hot ? "yes" : "no", tl->cma_cold ? "yes" : "no");
 }
 
 static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
@@ -1504,7 +1570,7 @@ static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
 		sc->conn->priv = sc;
 		sc->conn->tl = base;
 	}
-	shm_cache_limit_setup(tl, peers, npeers);
+	shm_choice_setup(tl, peers, npeers);
 	return 0;
 }
 

@@ -122,6 +122,8 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 	h->pipe_stride = l->pipe_stride;
 	h->populated = l->populated;
 	h->cache_limit = 0;
+	h->copy_hot_mbs = h->copy_cold_mbs = 0;
+	h->cma_hot_mbs = h->cma_cold_mbs = 0;
 	h->size = seg->size;
 	h->owner_rank = my_rank;
 	h->owner_pid = (int32_t)getpid();

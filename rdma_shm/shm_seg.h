@@ -42,7 +42,9 @@ struct shm_seg_hdr {
 	uint64_t pipe_off;	/* copy area i at pipe_off + i * pipe_stride */
 	uint64_t pipe_stride;	/* its flags page(s), then its slots */
 	uint64_t populated;	/* bytes mapped with MAP_POPULATE (before pipe_off) */
-	uint64_t cache_limit;	/* measured by the local leader (0: not) */
+	/* measured by the local leader (shm_calib.h; 0: not measured) */
+	uint64_t cache_limit;
+	uint64_t copy_hot_mbs, copy_cold_mbs, cma_hot_mbs, cma_cold_mbs;
 	uint64_t size;		/* whole segment */
 	int32_t owner_rank;
 	int32_t owner_pid;

@@ -5,7 +5,8 @@
 #   1. every $O/test/test_* natively (shared memory on this host)
 #   2. the conformance suite again with tiny rings/thresholds, without
 #      cross-memory attach, and with a tiny copy area taking every put from
-#      300 bytes up, so wraparound and protocol switches happen a lot
+#      300 bytes up (CMA for those not in cache), so wraparound and
+#      protocol switches happen a lot
 #   3. a negative control: a corrupted byte must make the suite fail
 #   4. the conformance suite under Hydra: mpiexec -n 4 (the PMI-1 path)
 #   5. `make BUILD=asan` and every test again from the ASan+UBSan build
@@ -125,7 +126,7 @@ if [ -x "$conf" ] && ! skipped small; then
 		RDMACH_SHM_PIPE_THRESHOLD=300 RDMACH_SHM_PIPE_AREA=4K \
 		RDMACH_SHM_PIPE_CHUNK=1K RDMACH_SHM_PIPE_FIRST=64 \
 		RDMACH_SHM_CMA_THRESHOLD=2K RDMACH_SHM_CACHE_LIMIT=8K \
-		RDMACH_SHM_RECENT=2 \
+		RDMACH_SHM_RECENT=2 RDMACH_SHM_CMA_USE=cold \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"
 	run "conformance shm without CMA or line ring" RDMACH_SHM_CMA=0 \

@@ -114,17 +114,47 @@ static int get_pieces(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 	return 0;
 }
 
+/* Connect with the settings env (name, value, ..., NULL) and return the
+ * shm connection to the other rank; NULL with *ret the case's result
+ * (TST_SKIP or a failure) if there is none. */
+static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
+				   int *ret)
+{
+	rdmach_conn_t *c;
+	int err;
+
+	for (; env[0]; env += 2)
+		setenv(env[0], env[1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err) {
+		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
+		return NULL;
+	}
+	c = tst_conn(t, 1 - t->rank);
+	if (!c || shm_only(t, c)) {
+		*ret = c ? TST_SKIP : -1;
+		return NULL;
+	}
+	return c;
+}
+
+/* Large puts by cross-memory attach whatever the start-up measurement
+ * found faster (RDMACH_SHM_CMA_USE=auto may pick the copy area). */
+static const char *const cma_env[] = { "RDMACH_SHM_CMA_USE", "always", NULL };
+
 /* A large put is read in odd-sized partial gets straight out of the
  * sender's buffer; the put returns 0 until then and counts one zcopy. */
 static int shm_rndv_partial(struct tst *t)
 {
-	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
-	uint64_t seed = tst_stream_seed(t, 0, 1);
+	rdmach_conn_t *c;
+	uint64_t seed;
 	rdmach_stats_t st;
-	int err;
+	int err, ret;
 
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
 		long zeros = put_big_pattern(t, c, seed, &err);
 
@@ -147,11 +177,14 @@ static int shm_rndv_partial(struct tst *t)
  * and the pending put still completes with the right one. */
 static int shm_rndv_changed_iov(struct tst *t)
 {
-	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
-	uint64_t seed = tst_stream_seed(t, 0, 1);
+	rdmach_conn_t *c;
+	uint64_t seed;
+	int ret;
 
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
 		uint8_t *buf = malloc(BIG), *other = malloc(BIG);
 		struct iovec iov = { buf, BIG }, bad = { other, BIG };
@@ -187,11 +220,14 @@ static int shm_rndv_changed_iov(struct tst *t)
 static int shm_rndv_many_pieces(struct tst *t)
 {
 	enum { NP = 100, PL = 16384 };
-	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
-	uint64_t seed = tst_stream_seed(t, 0, 1);
+	rdmach_conn_t *c;
+	uint64_t seed;
+	int ret;
 
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
 		uint8_t *buf = malloc((size_t)NP * PL);
 		struct iovec iov[NP];
@@ -233,30 +269,6 @@ static int shm_rndv_many_pieces(struct tst *t)
 	if (get_pieces(t, c, seed, (size_t)NP * PL, 300000))
 		return -1;
 	return tst_barrier(t);
-}
-
-/* Connect with the settings env (name, value, ..., NULL) and return the
- * shm connection to the other rank; NULL with *ret the case's result
- * (TST_SKIP or a failure) if there is none. */
-static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
-				   int *ret)
-{
-	rdmach_conn_t *c;
-	int err;
-
-	for (; env[0]; env += 2)
-		setenv(env[0], env[1], 1);
-	err = tst_connect(t, &t->ctx);
-	if (err) {
-		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
-		return NULL;
-	}
-	c = tst_conn(t, 1 - t->rank);
-	if (!c || shm_only(t, c)) {
-		*ret = c ? TST_SKIP : -1;
-		return NULL;
-	}
-	return c;
 }
 
 /* RDMACH_SHM_CMA=0: large puts are copied through the ring. */
@@ -414,7 +426,8 @@ static int shm_pipe_bidir(struct tst *t)
 	return ret ? ret : tst_barrier(t);
 }
 
-/* The choice per message: with a 64 KiB cache limit and a history of 2,
+/* The choice per message (RDMACH_SHM_CMA_USE=cold: CMA for puts not
+ * likely in cache): with a 64 KiB cache limit and a history of 2,
  * a buffer put again (cache-resident) goes through the copy area, a
  * fresh one or one above the limit by CMA; the sequence below switches
  * at every message, and the stream stays byte-exact. */
@@ -422,7 +435,8 @@ static int shm_pipe_choice(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_SHM_PIPE_THRESHOLD", "4K",
 		"RDMACH_SHM_CMA_THRESHOLD", "4K", "RDMACH_SHM_CACHE_LIMIT",
-		"64K", "RDMACH_SHM_RECENT", "2", NULL };
+		"64K", "RDMACH_SHM_RECENT", "2", "RDMACH_SHM_CMA_USE", "cold",
+		NULL };
 	enum { NMSG = 12, POOL = 8 };
 	/* 0: the reused buffer, 1: a fresh one from the pool */
 	static const int fresh[NMSG] = { 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0 };
@@ -809,9 +823,12 @@ static int shm_named_fallback(struct tst *t)
 }
 
 static const struct tst_case shm_cases[] = {
-	{ "shm_rndv_partial", 2, shm_rndv_partial, 0, NULL, { 0 } },
-	{ "shm_rndv_changed_iov", 2, shm_rndv_changed_iov, 0, NULL, { 0 } },
-	{ "shm_rndv_many_pieces", 2, shm_rndv_many_pieces, 0, NULL, { 0 } },
+	{ "shm_rndv_partial", 2, shm_rndv_partial,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_rndv_changed_iov", 2, shm_rndv_changed_iov,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_rndv_many_pieces", 2, shm_rndv_many_pieces,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_cma_off", 2, shm_cma_off, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
 	{ "shm_line_ring_order", 2, shm_line_ring_order,
