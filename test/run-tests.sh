@@ -180,9 +180,9 @@ fi
 # 6. valgrind
 if [ -x "$conf" ] && ! skipped valgrind; then
 	if command -v valgrind >/dev/null 2>&1; then
-		# a fixed cache limit: no start-up memcpy measurement
+		# fixed cache limit and choice: no start-up measurement
 		run "valgrind test_conformance" RDMACH_TEST_SCALE=0.05 \
-			RDMACH_SHM_CACHE_LIMIT=4M \
+			RDMACH_SHM_CACHE_LIMIT=4M RDMACH_SHM_CMA_USE=cold \
 			RDMACH_TEST_TIMEOUT=600 RDMACH_TEST_STALL=120 \
 			-- valgrind -q --error-exitcode=1 --leak-check=full \
 			--errors-for-leak-kinds=definite "$conf"
