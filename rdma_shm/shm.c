@@ -71,7 +71,7 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		64, 64u << 20,
 		"first chunk of a message; chunks double up to the slot, so the "
 		"reader starts copying early" },
-	[SHM_K_PIPE_SPIN] = { "RDMACH_SHM_PIPE_SPIN", RDMACH_KNOB_UINT, "200",
+	[SHM_K_PIPE_SPIN] = { "RDMACH_SHM_PIPE_SPIN", RDMACH_KNOB_UINT, "0",
 		0, 1000000,
 		"polls a put (get) that has moved a chunk waits for the next free "
 		"(full) slot before returning, so a message streams within one "
