@@ -67,7 +67,7 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		64, 64u << 20,
 		"slot of the copy area: the largest chunk (power of two, "
 		"area/64 .. area/2)" },
-	[SHM_K_PIPE_FIRST] = { "RDMACH_SHM_PIPE_FIRST", RDMACH_KNOB_SIZE, "4K",
+	[SHM_K_PIPE_FIRST] = { "RDMACH_SHM_PIPE_FIRST", RDMACH_KNOB_SIZE, "32K",
 		64, 64u << 20,
 		"first chunk of a message; chunks double up to the slot, so the "
 		"reader starts copying early" },
