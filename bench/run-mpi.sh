@@ -28,7 +28,9 @@
 #   than the last-level cache a core sees), BENCH_BATCHES (5),
 #   BENCH_SERIES ("lat lat-cold bw bw-cold bibw bibw-cold"),
 #   BENCH_CPUS ("0,1": taskset for every process; "" = no pinning),
-#   BENCH_HEADLINE=0 (skip part 1).
+#   BENCH_HEADLINE=0 (skip part 1), PREFIX_RDMA / PREFIX_NEMESIS /
+#   PREFIX_SOCK / PREFIX_UCX (install prefixes, e.g. a ch3:nemesis built
+#   in another tree from the same source).
 # Needs both cores quiet: the script prints the load average before and after.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -43,9 +45,10 @@ cpus=${BENCH_CPUS-0,1}
 mkdir -p "$out"
 ln -sfn "$(basename "$out")" results/mpi-latest 2>/dev/null || true
 
-declare -A prefix=([rdma]=$root/build/mpich-install
-		   [nemesis]=$root/build/mpich-nemesis-install
-		   [sock]=$root/build/mpich-sock-install [ucx]=/usr)
+declare -A prefix=([rdma]=${PREFIX_RDMA:-$root/build/mpich-install}
+		   [nemesis]=${PREFIX_NEMESIS:-$root/build/mpich-nemesis-install}
+		   [sock]=${PREFIX_SOCK:-$root/build/mpich-sock-install}
+		   [ucx]=${PREFIX_UCX:-/usr})
 declare -A label=([rdma]=ch3:rdma [nemesis]=ch3:nemesis [sock]=ch3:sock
 		  [ucx]=ch4:ucx)
 names=()
