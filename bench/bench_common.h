@@ -399,18 +399,20 @@ static inline long bench_check(const void *buf, size_t len, unsigned seed)
 }
 
 /* The buffer of message k (counted over the whole run of one size): base
- * itself, or with -C the k-th slice of the pool at base, walked in order
+ * itself, or with -C the k-th slot of the pool at base, walked in order
  * and wrapping, so that every message touches memory that the last
- * pool bytes of traffic have pushed out of the caches. */
+ * pool bytes of traffic have pushed out of the caches.  Slots are a page
+ * at least, so that small messages too land on lines (and pages) not
+ * touched since the last lap. */
 static inline char *bench_msg_buf(const struct bench_opts *o, char *base,
 				  size_t size, unsigned long k)
 {
-	size_t per;
+	size_t slot = size > 4096 ? size : 4096, per;
 
-	if (!o->pool || size == 0)
+	if (!o->pool)
 		return base;
-	per = o->pool / size;
-	return base + (per ? k % per : 0) * size;
+	per = o->pool / slot;
+	return base + (per ? k % per : 0) * slot;
 }
 
 /* Bytes to allocate for messages up to max_size: the pool with -C. */
