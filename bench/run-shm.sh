@@ -37,7 +37,7 @@ bin=$O/bin
 
 die() { echo "run-shm.sh: $*" >&2; exit 1; }
 
-for b in raw_shm_pingpong rdmach_latency rdmach_bw; do
+for b in raw_shm_pingpong raw_shm_large rdmach_latency rdmach_bw; do
 	[ -x "$bin/$b" ] || die "$bin/$b missing: run 'make O=$O' first (or 'make bench')"
 done
 mkdir -p "$out" || die "cannot create $out"
@@ -105,6 +105,7 @@ for ((rep = 1; rep <= hl_reps; rep++)); do
 	BENCH_DIGITS=3 run hl-rdmach-lat "$bin/rdmach_latency" -t shm -m 8:8 -b "$batches"
 	BENCH_DIGITS=3 run hl-rdmach-lat-pinned "$bin/rdmach_latency" -t shm -P -m 8:8 -b "$batches"
 	run hl-rdmach-bw "$bin/rdmach_bw" -t shm -m 1M:1M -b "$batches"
+	run hl-memcpy "$bin/raw_shm_large" -M memcpy -m 1M:1M -b "$batches"
 	if [ $have_mpi = 1 ]; then
 		run hl-mpi-bw "$mpiexec" -n 2 "$O/mpi/mpi_bw" -m 1M:1M -b "$batches"
 	fi
@@ -136,7 +137,7 @@ median() {
 
 for name in raw-unpinned raw-pinned rdmach-lat rdmach-lat-pinned rdmach-bw \
 	    mpi-lat mpi-bw hl-raw hl-raw-pinned hl-rdmach-lat \
-	    hl-rdmach-lat-pinned hl-rdmach-bw hl-mpi-bw; do
+	    hl-rdmach-lat-pinned hl-rdmach-bw hl-mpi-bw hl-memcpy; do
 	median "$name" || rm -f "$out/$name.median.txt"
 done
 
@@ -222,6 +223,11 @@ if [ -n "$r1" ] && [ -n "$m1" ]; then
 	echo "1 MiB bandwidth: rdmach $r1 MB/s, MPICH ch4:ucx $m1 MB/s, ratio $ratio (target >= 1.0: $(verdict "$ratio" 1.0 ge)); runs: rdmach $(spread hl-rdmach-bw 1048576), MPICH $(spread hl-mpi-bw 1048576)"
 else
 	echo "1 MiB bandwidth: rdmach ${r1:-?} MB/s, MPICH ch4:ucx ${m1:-?} MB/s (not compared: a run failed or no MPI)"
+fi | tee -a "$out/summary.txt"
+mc=$(value hl-memcpy 1048576)
+if [ -n "$r1" ] && [ -n "$mc" ]; then
+	ratio=$(awk -v a="$r1" -v b="$mc" 'BEGIN { printf "%.2f", a / b }')
+	echo "1 MiB bandwidth vs the one-copy limit: rdmach $r1 MB/s, memcpy of 1 MiB (one process, reused buffer) $mc MB/s, ratio $ratio (target >= 0.6: $(verdict "$ratio" 0.6 ge))"
 fi | tee -a "$out/summary.txt"
 # verdict ran in subshells (pipes): recompute missed for the exit status
 grep -q MISSED "$out/summary.txt" && missed=1

@@ -17,7 +17,11 @@ enum rdmach_pkt_type {
 	RDMACH_PKT_DATA = 1,	/* payload: bytes of the pipe */
 	RDMACH_PKT_RNDV = 2,	/* payload: struct rdmach_rndv_hdr */
 	RDMACH_PKT_PAD = 3,	/* fills the ring's end; no payload */
-	RDMACH_PKT_TYPE_MAX = RDMACH_PKT_PAD,
+	RDMACH_PKT_TYPE_MAX = RDMACH_PKT_PAD,	/* the last type every ring carries */
+	/* rdma_shm only (its rings accept it, rdma_ib's refuse it): the next
+	 * bytes of the stream come through the copy area (shm_ring.h).  5,
+	 * not 4: 4 is kept for rdma_ib's own large-message packet. */
+	RDMACH_PKT_PIPE = 5,
 };
 
 /*

@@ -7,8 +7,10 @@
 #  1b. test/test-install.sh: ./configure --prefix + make install in a copy
 #      of the tree, a program outside it built with pkg-config and run,
 #      make uninstall; where make mpich takes MPICH_SRC from
-#   2. the conformance suite again with tiny rings/thresholds, and without
-#      cross-memory attach, so wraparound and protocol switches happen a lot
+#   2. the conformance suite again with tiny rings/thresholds, without
+#      cross-memory attach, and with a tiny copy area taking every put from
+#      300 bytes up (CMA for those not in cache), so wraparound and
+#      protocol switches happen a lot
 #   3. a negative control: a corrupted byte must make the suite fail
 #   4. the conformance suite under Hydra: mpiexec -n 4 (the PMI-1 path)
 #   5. `make BUILD=asan` and every test again from the ASan+UBSan build
@@ -130,6 +132,14 @@ if [ -x "$conf" ] && ! skipped small; then
 		RDMACH_SHM_CMA_THRESHOLD=1K \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"
+	run "conformance tiny shm copy area" RDMACH_SHM_RING_SIZE=4K \
+		RDMACH_SHM_LINE_RING=128 RDMACH_SHM_CHUNK=256 \
+		RDMACH_SHM_PIPE_THRESHOLD=300 RDMACH_SHM_PIPE_AREA=4K \
+		RDMACH_SHM_PIPE_CHUNK=1K RDMACH_SHM_PIPE_FIRST=64 \
+		RDMACH_SHM_CMA_THRESHOLD=2K RDMACH_SHM_CACHE_LIMIT=8K \
+		RDMACH_SHM_RECENT=2 RDMACH_SHM_CMA_USE=cold \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
 	run "conformance shm without CMA or line ring" RDMACH_SHM_CMA=0 \
 		RDMACH_SHM_LINE_RING=0 \
 		RDMACH_SHM_RING_SIZE=16K RDMACH_SHM_CHUNK=1K \
@@ -181,7 +191,9 @@ fi
 # 6. valgrind
 if [ -x "$conf" ] && ! skipped valgrind; then
 	if command -v valgrind >/dev/null 2>&1; then
+		# fixed cache limit and choice: no start-up measurement
 		run "valgrind test_conformance" RDMACH_TEST_SCALE=0.05 \
+			RDMACH_SHM_CACHE_LIMIT=4M RDMACH_SHM_CMA_USE=cold \
 			RDMACH_TEST_TIMEOUT=600 RDMACH_TEST_STALL=120 \
 			-- valgrind -q --error-exitcode=1 --leak-check=full \
 			--errors-for-leak-kinds=definite "$conf"
