@@ -106,7 +106,8 @@ static inline double bench_stamp_us(void)
 }
 #endif
 
-static inline int bench_parse_size(const char *s, size_t *out)
+/* A number with an optional binary suffix (K, M, G): "64K", "1G". */
+static inline int bench_parse_suffixed(const char *s, unsigned long long *out)
 {
 	char *end;
 	unsigned long long v;
@@ -120,28 +121,29 @@ static inline int bench_parse_size(const char *s, size_t *out)
 	case 'm': case 'M': v <<= 20; end++; break;
 	case 'g': case 'G': v <<= 30; end++; break;
 	}
-	if (*end != '\0' || v > BENCH_MAX_SIZE * 16ull)
+	if (*end != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* A message size, at most 16 x BENCH_MAX_SIZE. */
+static inline int bench_parse_size(const char *s, size_t *out)
+{
+	unsigned long long v;
+
+	if (bench_parse_suffixed(s, &v) || v > BENCH_MAX_SIZE * 16ull)
 		return -EINVAL;
 	*out = (size_t)v;
 	return 0;
 }
 
-/* A size without the message-size cap: "256M", "1G". */
+/* A size without the message-size cap, not 0: "256M", "1G". */
 static inline int bench_parse_pool(const char *s, size_t *out)
 {
-	char *end;
 	unsigned long long v;
 
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	}
-	if (*end != '\0' || v == 0)
+	if (bench_parse_suffixed(s, &v) || v == 0)
 		return -EINVAL;
 	*out = (size_t)v;
 	return 0;
