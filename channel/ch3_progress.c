@@ -19,24 +19,25 @@
 #define HDR_SZ sizeof(MPIDI_CH3_Pkt_t)
 
 /*
- * How a blocking wait idles (environment, read at MPI_Init).  Defaults
- * depend on whether this host runs more processes of the job than it has
- * CPUs: then spinning starves the very peers we wait for, so an idle wait
- * sleeps almost at once (sendflood, 8 processes on 2 cores: >120 s with
- * sched_yield only, 32 s sleeping; ch3:sock's blocking poll: 36 s).
- * Otherwise a wait spins: a sched_yield costs a system call, longer than a
- * message takes (on Soft-RoCE under emulation it added 2 us of 15 to the
- * MPI latency at one yield per 64 passes).  Other threads get CH3's lock
- * every MPIDI_CH3I_LOCK_YIELD_SPINS idle passes in any case.
- *   RDMACH_CH3_YIELD_SPINS     idle passes between sched_yields (1024; 16
- *                              if oversubscribed)
+ * How a blocking wait idles (knobs read at MPI_Init; channel/ch3_knobs.c
+ * lists them, `rdmach_info` shows them).  Defaults depend on whether this
+ * host runs more processes of the job than it has CPUs: then spinning
+ * starves the very peers we wait for, so an idle wait sleeps almost at
+ * once (sendflood, 8 processes on 2 cores: >120 s with sched_yield only,
+ * 32 s sleeping; ch3:sock's blocking poll: 36 s).  Otherwise a wait
+ * spins: a sched_yield costs a system call, longer than a message takes
+ * (on Soft-RoCE under emulation it added 2 us of 15 to the MPI latency at
+ * one yield per 64 passes).  Other threads get CH3's lock every
+ * MPIDI_CH3I_LOCK_YIELD_SPINS idle passes in any case.
+ *   RDMACH_CH3_YIELD_SPINS     idle passes between sched_yields (auto:
+ *                              1024; 16 if oversubscribed)
  *   RDMACH_CH3_SLEEP_US        sleep per yield instead of sched_yield once
- *                              idle long enough; 0 = never (0; 1 if
+ *                              idle long enough; 0 = never (auto: 0; 1 if
  *                              oversubscribed: gives the CPU away for one
  *                              timer slack, ~50 us)
  *   RDMACH_CH3_SLEEP_AFTER_US  idle time before sleeping starts (0)
  * and how much a VC reads ahead when it looks for the next header:
- *   RDMACH_CH3_RX_STAGING      staging buffer bytes per VC (1024, at least
+ *   RDMACH_CH3_RX_STAGING      staging buffer bytes per VC (1K, at least
  *                              2 * sizeof(MPIDI_CH3_Pkt_t)): one get takes
  *                              several small packets at once; payload
  *                              beyond it is read straight into the
@@ -49,37 +50,58 @@ static struct {
 	uint64_t sleep_after_ns;
 	unsigned sleep_us;
 	size_t rx_staging;
+	uint64_t fail_grace_ms;		/* RDMACH_CH3_FAIL_GRACE_MS */
 } idle_policy;
 
-static unsigned env_uint(const char *name, unsigned deflt)
+/* MPI_Init fails on a bad knob; the library logged which and why. */
+static int knob_error(const char *name, const char *why)
 {
-	const char *v = getenv(name);
-	char *end;
-	unsigned long x;
+	int mpi_errno = MPI_SUCCESS;
+	char msg[256];
 
-	if (!v || !*v)
-		return deflt;
-	x = strtoul(v, &end, 10);
-	if (*end || x > 100000000ul) {
-		fprintf(stderr, "ch3:rdma: ignoring %s=%s (expected a number)\n", name, v);
-		return deflt;
-	}
-	return (unsigned) x;
+	snprintf(msg, sizeof(msg), "ch3:rdma: %s: %s (rdmach_info lists the knobs)", name, why);
+	MPIR_ERR_SET1(mpi_errno, MPI_ERR_OTHER, "**fail", "**fail %s", msg);
+	return mpi_errno;
 }
 
-static void idle_policy_init(void)
+/* A knob's value, auto_value when it is unset and its default is "auto". */
+static int knob_value(const char *name, uint64_t auto_value, uint64_t *out)
+{
+	int ret = rdmach_knob_get(name, out);
+
+	if (ret == -ENODATA) {
+		*out = auto_value;
+		return MPI_SUCCESS;
+	}
+	return ret ? knob_error(name, rdmach_strerror(ret)) : MPI_SUCCESS;
+}
+
+static int idle_policy_init(void)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int oversubscribed = cpus > 0 && MPIR_Process.local_size > cpus;
+	uint64_t spins, sleep_us, sleep_after_us, staging;
+	int mpi_errno;
 
-	idle_policy.yield_spins = env_uint("RDMACH_CH3_YIELD_SPINS", oversubscribed ? 16 : 1024);
-	if (!idle_policy.yield_spins)
-		idle_policy.yield_spins = 1;
-	idle_policy.sleep_after_ns = (uint64_t) env_uint("RDMACH_CH3_SLEEP_AFTER_US", 0) * 1000;
-	idle_policy.sleep_us = env_uint("RDMACH_CH3_SLEEP_US", oversubscribed ? 1 : 0);
-	idle_policy.rx_staging = env_uint("RDMACH_CH3_RX_STAGING", 1024);
-	if (idle_policy.rx_staging < 2 * HDR_SZ)
-		idle_policy.rx_staging = 2 * HDR_SZ;
+	mpi_errno = knob_value("RDMACH_CH3_YIELD_SPINS", oversubscribed ? 16 : 1024, &spins);
+	if (!mpi_errno)
+		mpi_errno = knob_value("RDMACH_CH3_SLEEP_US", oversubscribed ? 1 : 0, &sleep_us);
+	if (!mpi_errno)
+		mpi_errno = knob_value("RDMACH_CH3_SLEEP_AFTER_US", 0, &sleep_after_us);
+	if (!mpi_errno)
+		mpi_errno = knob_value("RDMACH_CH3_RX_STAGING", 1024, &staging);
+	if (!mpi_errno)
+		mpi_errno = knob_value("RDMACH_CH3_FAIL_GRACE_MS", 1000,
+				       &idle_policy.fail_grace_ms);
+	if (mpi_errno)
+		return mpi_errno;
+	if (staging < 2 * HDR_SZ)
+		return knob_error("RDMACH_CH3_RX_STAGING", "less than two CH3 packet headers");
+	idle_policy.yield_spins = (unsigned) spins;
+	idle_policy.sleep_us = (unsigned) sleep_us;
+	idle_policy.sleep_after_ns = sleep_after_us * 1000;
+	idle_policy.rx_staging = (size_t) staging;
+	return MPI_SUCCESS;
 }
 
 size_t MPIDI_CH3I_Rx_staging_size(void)
@@ -133,12 +155,38 @@ static void poll_self(MPIDI_VC_t *vc)
 	poll_vcs[n_poll_vcs++] = vc;
 }
 
+/*
+ * A connection failed because the peer died or the link went down.  Under
+ * Hydra the dead rank's proxy ends the job by itself, and mpiexec then
+ * reports that rank's own exit status (its exit code, or the signal that
+ * killed it, with Hydra's banner).  Raising the MPI error at once races
+ * with that: this rank aborts through PMI first, Hydra treats the job as
+ * aborted by us, and mpiexec reports MPI_ERR_OTHER (15) with the dead
+ * rank's status lost.  So the first such failure waits up to
+ * RDMACH_CH3_FAIL_GRACE_MS for the process manager; a rank still alive
+ * after it (no process manager acting, MPI_ERRORS_RETURN) gets the error.
+ */
+static void fail_grace(void)
+{
+	static int waited;
+	uint64_t end;
+
+	if (waited || !idle_policy.fail_grace_ms)
+		return;
+	waited = 1;
+	end = now_ns() + idle_policy.fail_grace_ms * 1000000u;
+	while (now_ns() < end)
+		usleep(10000);
+}
+
 int MPIDI_CH3I_Rdma_error(MPIDI_VC_t *vc, const char *what, ssize_t err)
 {
 	const char *detail = vc->ch.conn ? rdmach_conn_error(vc->ch.conn) : "";
 	int mpi_errno = MPI_SUCCESS;
 	char msg[512];
 
+	if (err == -ECONNRESET)
+		fail_grace();
 	vc->ch.terminated = 1;
 	snprintf(msg, sizeof(msg), "ch3:rdma: %s on the connection to rank %d failed: %s%s%s",
 		 what, vc->pg_rank, rdmach_strerror((int) err), *detail ? ": " : "", detail);
@@ -574,7 +622,10 @@ int MPIDI_CH3_Connection_terminate(MPIDI_VC_t *vc)
 
 int MPIDI_CH3I_Progress_init(void)
 {
-	idle_policy_init();
+	int mpi_errno = idle_policy_init();
+
+	if (mpi_errno)
+		return mpi_errno;
 	return MPIDI_CH3_PktHandler_Init(pkt_handlers, MPIDI_CH3_PKT_END_CH3 + 1);
 }
 

@@ -5,19 +5,19 @@
 #include <string.h>
 #include <strings.h>
 
+#include "rdmach.h"
 #include "knob.h"
 #include "log.h"
 
-const struct rdmach_knob_table *const rdmach_knob_tables[] = {
-	&rdmach_knobs_core,
-	&rdmach_knobs_shm,
-	&rdmach_knobs_launch,
-	&rdmach_knobs_rcache,
-#ifdef RDMACH_HAVE_IB
-	&rdmach_knobs_ib,
-#endif
-	NULL,
-};
+/* Bounds of the "rdmach_knob_tables" section (RDMACH_KNOB_TABLE). */
+extern const struct rdmach_knob_table *const __start_rdmach_knob_tables[]
+	__attribute__((visibility("hidden")));
+extern const struct rdmach_knob_table *const __stop_rdmach_knob_tables[]
+	__attribute__((visibility("hidden")));
+
+#define knob_for_each_table(t)                                           \
+	for (t = __start_rdmach_knob_tables; t < __stop_rdmach_knob_tables; \
+	     t++)
 
 static int knob_parse_bool(const char *s, uint64_t *out)
 {
@@ -89,6 +89,9 @@ int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out)
 	const char *s = env && *env ? env : k->deflt;
 	uint64_t v;
 
+	if (s == k->deflt && !strcmp(s, RDMACH_KNOB_AUTO))
+		return -ENODATA;
+
 	if (knob_parse(k, s, &v)) {
 		rdmach_err("%s=%s is not a valid %s", k->name, s,
 			   k->type == RDMACH_KNOB_BOOL ? "boolean (0/1)" :
@@ -118,9 +121,10 @@ const struct rdmach_knob *rdmach_knob_find(const char *name)
 	const struct rdmach_knob_table *const *t;
 	int i;
 
-	for (t = rdmach_knob_tables; *t; t++)
+	knob_for_each_table(t)
 		for (i = 0; i < (*t)->nknobs; i++)
-			if (!strcmp((*t)->knobs[i].name, name))
+			if ((*t)->knobs[i].name &&
+			    !strcmp((*t)->knobs[i].name, name))
 				return &(*t)->knobs[i];
 	return NULL;
 }
@@ -130,7 +134,7 @@ void rdmach_knob_print_all(FILE *out)
 	const struct rdmach_knob_table *const *t;
 	int i;
 
-	for (t = rdmach_knob_tables; *t; t++) {
+	knob_for_each_table(t) {
 		fprintf(out, "# %s\n", (*t)->module);
 		for (i = 0; i < (*t)->nknobs; i++) {
 			const struct rdmach_knob *k = &(*t)->knobs[i];
@@ -141,4 +145,40 @@ void rdmach_knob_print_all(FILE *out)
 				env ? env : "", env ? ")" : "", k->help);
 		}
 	}
+}
+
+int rdmach_knob_check_tables(void)
+{
+	const struct rdmach_knob_table *const *t;
+	int i;
+
+	knob_for_each_table(t) {
+		for (i = 0; i < (*t)->nknobs; i++) {
+			if (!(*t)->knobs[i].name) {
+				rdmach_err("knob table %s: entry %d is unset "
+					   "(table and enum out of step)",
+					   (*t)->module, i);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
+int rdmach_knob_get(const char *name, uint64_t *value)
+{
+	const struct rdmach_knob *k;
+	uint64_t v;
+	int ret;
+
+	if (!name || !value)
+		return -EINVAL;
+	k = rdmach_knob_find(name);
+	if (!k || k->type == RDMACH_KNOB_STRING)
+		return -ENOENT;
+	ret = rdmach_knob_u64(k, &v);
+	if (ret)
+		return ret;
+	*value = v;
+	return 0;
 }

@@ -1,8 +1,12 @@
 /*
  * knob.h - environment knobs.  Each module declares a table of its knobs
- * (name, type, default, range, help); getters parse the environment or the
- * default, check the range and log a clear error on a bad value.
- * `rdmach_info` prints every table.  Sizes accept K/M/G suffixes (binary).
+ * (name, type, default, range, help) with designated initializers indexed
+ * by its own enum, and registers it with RDMACH_KNOB_TABLE: the table's
+ * address goes into the linker section "rdmach_knob_tables", so the core
+ * lists every module's knobs without knowing the modules.  Getters parse
+ * the environment or the default, check the range and log a clear error
+ * naming the knob on a bad value.  `rdmach_info` prints every table.
+ * Sizes accept K/M/G suffixes (binary).
  */
 #ifndef RDMACH_CORE_KNOB_H
 #define RDMACH_CORE_KNOB_H
@@ -13,6 +17,10 @@
 enum rdmach_knob_type { RDMACH_KNOB_SIZE, RDMACH_KNOB_UINT, RDMACH_KNOB_BOOL,
 			RDMACH_KNOB_STRING };
 
+/* A numeric knob whose default is this string has no fixed default: unset,
+ * the module decides (e.g. from the number of local processes). */
+#define RDMACH_KNOB_AUTO "auto"
+
 struct rdmach_knob {
 	const char *name;		/* "RDMACH_SHM_RING_SIZE" */
 	enum rdmach_knob_type type;
@@ -21,16 +29,26 @@ struct rdmach_knob {
 	const char *help;		/* one line */
 };
 
-/* One table per module (an array and its length), all listed in the
- * NULL-terminated rdmach_knob_tables. */
 struct rdmach_knob_table {
-	const char *module;		/* "core", "shm", "ib" */
+	const char *module;		/* "core", "shm", "ib", ... */
 	const struct rdmach_knob *knobs;
 	int nknobs;
 };
-extern const struct rdmach_knob_table *const rdmach_knob_tables[];
 
-/* Value of a numeric/bool knob; 0 or -EINVAL (message logged). */
+/*
+ * Register table arr (indexed by an enum ending in nknobs) of module mod.
+ * Every entry of arr must be set: rdmach_knob_check_tables() refuses a
+ * hole left by an enum value without an initializer.
+ */
+#define RDMACH_KNOB_TABLE(mod, arr)                                        \
+	static const struct rdmach_knob_table rdmach_knobs_##mod = {       \
+		#mod, arr, (int)(sizeof(arr) / sizeof((arr)[0])) };        \
+	static const struct rdmach_knob_table *const rdmach_knobs_ref_##mod \
+	__attribute__((used, section("rdmach_knob_tables"))) =             \
+		&rdmach_knobs_##mod
+
+/* Value of a numeric/bool knob; 0 or -EINVAL (message logged).  A knob
+ * whose default is RDMACH_KNOB_AUTO gives -ENODATA while unset. */
 int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out);
 /* Value of a string knob (environment or default; never NULL). */
 const char *rdmach_knob_str(const struct rdmach_knob *k);
@@ -38,15 +56,8 @@ const char *rdmach_knob_str(const struct rdmach_knob *k);
 const struct rdmach_knob *rdmach_knob_find(const char *name);
 /* Print every knob: name, default, current value, help. */
 void rdmach_knob_print_all(FILE *out);
-
-#define RDMACH_KNOB_TABLE(mod, arr)                                   \
-	const struct rdmach_knob_table rdmach_knobs_##mod = {         \
-		#mod, arr, (int)(sizeof(arr) / sizeof((arr)[0])) }
-
-extern const struct rdmach_knob_table rdmach_knobs_core;
-extern const struct rdmach_knob_table rdmach_knobs_shm;
-extern const struct rdmach_knob_table rdmach_knobs_ib;
-extern const struct rdmach_knob_table rdmach_knobs_rcache;
-extern const struct rdmach_knob_table rdmach_knobs_launch;
+/* 0, or -EINVAL when a registered table has an entry left unset (logged):
+ * a table and its enum out of step. */
+int rdmach_knob_check_tables(void);
 
 #endif /* RDMACH_CORE_KNOB_H */

@@ -17,36 +17,51 @@
 #include "log.h"
 #include "tl.h"
 
-static const struct rdmach_knob core_knobs[] = {
-	{ "RDMACH_TRANSPORT", RDMACH_KNOB_STRING, "auto", 0, 0,
-	  "auto: shared memory to peers on this host, ib to others; shm or "
-	  "ib forces one for every peer" },
-	{ "RDMACH_VERBOSE", RDMACH_KNOB_UINT, "1", 0, 3,
-	  "0 errors only, 1 +warnings, 2 +info, 3 +debug" },
-	{ "RDMACH_PEER_TIMEOUT_MS", RDMACH_KNOB_UINT, "2000", 10, 3600000,
-	  "a silent peer is checked for liveness after this long; a dead "
-	  "one fails the connection (-ECONNRESET)" },
-	{ "RDMACH_FINALIZE_TIMEOUT_MS", RDMACH_KNOB_UINT, "10000", 0, 3600000,
-	  "how long finalize waits for data in flight to leave" },
-	{ "RDMACH_STALL_WARN_MS", RDMACH_KNOB_UINT, "10000", 0, 3600000,
-	  "warn once when a put has made no progress this long (0: never)" },
-	{ "RDMACH_STATS", RDMACH_KNOB_BOOL, "0", 0, 1,
-	  "print every connection's counters on stderr at finalize" },
+enum { CORE_KNOB_TRANSPORT, CORE_KNOB_VERBOSE, CORE_KNOB_PEER_TIMEOUT,
+       CORE_KNOB_FINALIZE_TIMEOUT, CORE_KNOB_STALL_WARN, CORE_KNOB_STATS,
+       CORE_KNOB_NUM };
+
+static const struct rdmach_knob core_knobs[CORE_KNOB_NUM] = {
+	[CORE_KNOB_TRANSPORT] = { "RDMACH_TRANSPORT", RDMACH_KNOB_STRING,
+		"auto", 0, 0,
+		"auto: shared memory to peers on this host, ib to others; shm "
+		"or ib forces one for every peer" },
+	[CORE_KNOB_VERBOSE] = { "RDMACH_VERBOSE", RDMACH_KNOB_UINT, "1", 0, 3,
+		"0 errors only, 1 +warnings, 2 +info, 3 +debug" },
+	[CORE_KNOB_PEER_TIMEOUT] = { "RDMACH_PEER_TIMEOUT_MS",
+		RDMACH_KNOB_UINT, "2000", 10, 3600000,
+		"a silent peer is checked for liveness after this long; a dead "
+		"one fails the connection (-ECONNRESET)" },
+	[CORE_KNOB_FINALIZE_TIMEOUT] = { "RDMACH_FINALIZE_TIMEOUT_MS",
+		RDMACH_KNOB_UINT, "10000", 0, 3600000,
+		"how long finalize waits for data in flight to leave" },
+	[CORE_KNOB_STALL_WARN] = { "RDMACH_STALL_WARN_MS", RDMACH_KNOB_UINT,
+		"10000", 0, 3600000,
+		"warn once when a put has made no progress this long (0: never)" },
+	[CORE_KNOB_STATS] = { "RDMACH_STATS", RDMACH_KNOB_BOOL, "0", 0, 1,
+		"print every connection's counters on stderr at finalize" },
 };
 RDMACH_KNOB_TABLE(core, core_knobs);
 
-enum { CORE_KNOB_TRANSPORT, CORE_KNOB_VERBOSE, CORE_KNOB_PEER_TIMEOUT,
-       CORE_KNOB_FINALIZE_TIMEOUT, CORE_KNOB_STALL_WARN, CORE_KNOB_STATS };
+/* RDMACH_TRANSPORT=auto: every transport may serve a pair. */
+#define CORE_TL_AUTO (-1)
 
-/* Transport choice, per pair, from RDMACH_TRANSPORT. */
-enum core_policy { CORE_AUTO, CORE_FORCE_SHM, CORE_FORCE_IB };
+/* Bounds of the "rdmach_tls" section (RDMACH_TL_REGISTER). */
+extern const struct rdmach_tl_ops *const __start_rdmach_tls[]
+	__attribute__((visibility("hidden")));
+extern const struct rdmach_tl_ops *const __stop_rdmach_tls[]
+	__attribute__((visibility("hidden")));
 
-static const struct rdmach_tl_ops *const core_tl_ops[RDMACH_TL_MAX] = {
-	[RDMACH_TL_SHM] = &rdmach_shm_ops,
-#ifdef RDMACH_HAVE_IB
-	[RDMACH_TL_IB] = &rdmach_ib_ops,
-#endif
-};
+/* The registered transport in slot t, or NULL (not built in). */
+static const struct rdmach_tl_ops *core_tl_ops(int t)
+{
+	const struct rdmach_tl_ops *const *p;
+
+	for (p = __start_rdmach_tls; p < __stop_rdmach_tls; p++)
+		if ((*p)->id == t)
+			return *p;
+	return NULL;
+}
 
 /*
  * Live contexts, so that a stale handle (used after finalize) is refused
@@ -64,7 +79,8 @@ static pthread_mutex_t core_live_lock = PTHREAD_MUTEX_INITIALIZER;
 #define CORE_WHY_MAX 160
 
 struct core_ctx_extra {
-	enum core_policy policy;
+	int forced;		/* RDMACH_TL_* from RDMACH_TRANSPORT, or
+				 * CORE_TL_AUTO */
 	char tl_why[RDMACH_TL_MAX][CORE_WHY_MAX];	/* why not opened */
 	uint64_t stall_warn_ns;
 	int print_stats;
@@ -231,29 +247,46 @@ static int core_fence(struct rdmach_ctx *ctx, const char *what)
 	return ret;
 }
 
+/* RDMACH_TRANSPORT: auto, or the name of a transport built in. */
+static int core_read_policy(struct core_ctx *c)
+{
+	const char *want = rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]);
+	const struct rdmach_tl_ops *const *p;
+	char built[64] = "";
+
+	c->x.forced = CORE_TL_AUTO;
+	if (!strcmp(want, "auto"))
+		return 0;
+	for (p = __start_rdmach_tls; p < __stop_rdmach_tls; p++) {
+		if (!strcmp(want, (*p)->name)) {
+			c->x.forced = (*p)->id;
+			return 0;
+		}
+		snprintf(built + strlen(built), sizeof(built) - strlen(built),
+			 ", %s", (*p)->name);
+	}
+	rdmach_err("RDMACH_TRANSPORT=%s: expected auto%s%s", want, built,
+		   strcmp(want, "ib") ? "" : " (this build has no InfiniBand "
+		   "support: configure found no libibverbs)");
+	return strcmp(want, "ib") ? -EINVAL : -ENODEV;
+}
+
 static int core_read_knobs(struct core_ctx *c)
 {
 	const struct rdmach_knob *k = core_knobs;
 	uint64_t verbose, peer_ms, fin_ms, stall_ms, stats;
-	const char *policy = rdmach_knob_str(&k[CORE_KNOB_TRANSPORT]);
+	int ret;
 
-	if (rdmach_knob_u64(&k[CORE_KNOB_VERBOSE], &verbose) ||
+	if (rdmach_knob_check_tables() ||
+	    rdmach_knob_u64(&k[CORE_KNOB_VERBOSE], &verbose) ||
 	    rdmach_knob_u64(&k[CORE_KNOB_PEER_TIMEOUT], &peer_ms) ||
 	    rdmach_knob_u64(&k[CORE_KNOB_FINALIZE_TIMEOUT], &fin_ms) ||
 	    rdmach_knob_u64(&k[CORE_KNOB_STALL_WARN], &stall_ms) ||
 	    rdmach_knob_u64(&k[CORE_KNOB_STATS], &stats))
 		return -EINVAL;
-	if (!strcmp(policy, "auto")) {
-		c->x.policy = CORE_AUTO;
-	} else if (!strcmp(policy, "shm")) {
-		c->x.policy = CORE_FORCE_SHM;
-	} else if (!strcmp(policy, "ib")) {
-		c->x.policy = CORE_FORCE_IB;
-	} else {
-		rdmach_err("RDMACH_TRANSPORT=%s: expected auto, shm or ib",
-			   policy);
-		return -EINVAL;
-	}
+	ret = core_read_policy(c);
+	if (ret)
+		return ret;
 	rdmach_log_level = (int)verbose;
 	c->pub.peer_timeout_ns = peer_ms * 1000000u;
 	c->pub.finalize_timeout_ns = fin_ms * 1000000u;
@@ -273,35 +306,22 @@ static int core_check_oob(const rdmach_oob_t *oob)
 /* Open what the policy allows; a forced transport must open. */
 static int core_open_transports(struct rdmach_ctx *ctx)
 {
-	enum core_policy policy = core_of(ctx)->x.policy;
+	int forced = core_of(ctx)->x.forced;
 	int t, ret;
 
 	for (t = 0; t < RDMACH_TL_MAX; t++) {
-		const struct rdmach_tl_ops *ops = core_tl_ops[t];
-		int wanted = policy == CORE_AUTO ||
-			     (policy == CORE_FORCE_SHM && t == RDMACH_TL_SHM) ||
-			     (policy == CORE_FORCE_IB && t == RDMACH_TL_IB);
+		const struct rdmach_tl_ops *ops = core_tl_ops(t);
 
-		if (!wanted)
+		if (!ops || (forced != CORE_TL_AUTO && t != forced))
 			continue;
-		if (!ops) {
-			rdmach_tl_unavailable(ctx, t, "this build has no "
-					      "InfiniBand support (configure "
-					      "found no libibverbs)");
-			if (policy == CORE_FORCE_IB) {
-				rdmach_err("RDMACH_TRANSPORT=ib, but this "
-					   "build has no InfiniBand support "
-					   "(configure found no libibverbs)");
-				return -ENODEV;
-			}
-			continue;
-		}
 		ret = ops->open(ctx, &ctx->tls[t]);
 		/* In auto mode an absent device is fine; a bad setting is not. */
-		if (ret && (policy != CORE_AUTO || ret != -ENODEV)) {
+		if (ret && (forced != CORE_TL_AUTO || ret != -ENODEV)) {
 			rdmach_err("RDMACH_TRANSPORT=%s: the %s transport "
-				   "cannot open: %s", ops->name, ops->name,
-				   rdmach_strerror(ret));
+				   "cannot open: %s",
+				   rdmach_knob_str(&core_knobs[
+					   CORE_KNOB_TRANSPORT]),
+				   ops->name, rdmach_strerror(ret));
 			return ret;
 		}
 		if (ret)
@@ -428,17 +448,61 @@ static void core_oob_decode(char *s)
 	*w = '\0';
 }
 
-/* The ib transport did not open here: say why to the other ranks, which
- * need it when a pair across hosts is left without a transport. */
-static int core_publish_why(struct rdmach_ctx *ctx)
+/* Does one of the transports in mask reach other hosts? */
+static int core_reaches_hosts(unsigned mask)
 {
-	char key[64], val[3 * CORE_WHY_MAX + 1];
-	const char *why = core_of(ctx)->x.tl_why[RDMACH_TL_IB];
+	int t;
 
-	if (ctx->tls[RDMACH_TL_IB] || core_of(ctx)->x.policy == CORE_FORCE_SHM)
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		const struct rdmach_tl_ops *ops = core_tl_ops(t);
+
+		if (ops && (mask & (1u << t)) && !ops->same_host_only)
+			return 1;
+	}
+	return 0;
+}
+
+/* RDMACH_TRANSPORT forces a transport that stays on this host (shm). */
+static int core_forced_local(const struct rdmach_ctx *ctx)
+{
+	int forced = core_of(ctx)->x.forced;
+
+	return forced != CORE_TL_AUTO && core_tl_ops(forced)->same_host_only;
+}
+
+/* Why this rank reaches no other host: each such transport's reason
+ * (rdmach_tl_unavailable), or that none is built in. */
+static void core_why_local(struct rdmach_ctx *ctx, char *buf, size_t len)
+{
+	size_t n = 0;
+	int t;
+
+	buf[0] = '\0';
+	for (t = 0; t < RDMACH_TL_MAX && n + 1 < len; t++) {
+		const struct rdmach_tl_ops *ops = core_tl_ops(t);
+		const char *why = core_of(ctx)->x.tl_why[t];
+
+		if (!ops || ops->same_host_only)
+			continue;
+		n += (size_t)snprintf(buf + n, len - n, "%s%s%s", n ? "; " : "",
+				      why[0] ? why : ops->name,
+				      why[0] ? "" : " did not open");
+	}
+	if (!buf[0])
+		snprintf(buf, len, "this build has no transport between hosts "
+			 "(configure found no libibverbs)");
+}
+
+/* This rank reaches no other host: say why to the other ranks, which need
+ * it when a pair across hosts is then left without a transport. */
+static int core_publish_why(struct rdmach_ctx *ctx, unsigned mask)
+{
+	char key[64], why[CORE_WHY_MAX], val[3 * CORE_WHY_MAX + 1];
+
+	if (core_reaches_hosts(mask) || core_forced_local(ctx))
 		return 0;
-	core_oob_encode(why[0] ? why : "ib did not open", val,
-			ctx->oob.value_max < sizeof(val) ?
+	core_why_local(ctx, why, sizeof(why));
+	core_oob_encode(why, val, ctx->oob.value_max < sizeof(val) ?
 			ctx->oob.value_max + 1 : sizeof(val));
 	snprintf(key, sizeof(key), "rdmach-why-%d", ctx->rank);
 	return rdmach_oob_put(ctx, key, val);
@@ -450,7 +514,7 @@ static void core_host_name(const char *hostid, char *buf, size_t len)
 	snprintf(buf, len, "%.*s", (int)strcspn(hostid, ":"), hostid);
 }
 
-/* Why ib is not available on rank r (published by core_publish_why). */
+/* Why rank r reaches no other host (published by core_publish_why). */
 static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
 			  size_t len)
 {
@@ -478,7 +542,7 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 	snprintf(val, sizeof(val), "%x:%s", mask, me);
 	ret = rdmach_oob_put(ctx, key, val);
 	if (!ret)
-		ret = core_publish_why(ctx);
+		ret = core_publish_why(ctx, mask);
 	if (ret)
 		return ret;
 	ret = core_fence(ctx, "host ids");
@@ -503,51 +567,86 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 	return 0;
 }
 
-/* The transport for the pair (a, b): both ends compute the same answer. */
+/* The transport for the pair (a, b): the first, in order of preference,
+ * that both opened and that can reach across them.  Both ends compute
+ * the same answer. */
 static int core_choose(const struct rdmach_ctx *ctx,
 		       const struct core_peer_info *info, int a, int b)
 {
-	enum core_policy policy = core_of(ctx)->x.policy;
 	unsigned both = info[a].tl_mask & info[b].tl_mask;
 	int same_host = !strcmp(info[a].hostid, info[b].hostid);
+	int t;
 
-	if (policy != CORE_FORCE_IB && same_host &&
-	    (both & (1u << RDMACH_TL_SHM)))
-		return RDMACH_TL_SHM;
-	if (policy != CORE_FORCE_SHM && (both & (1u << RDMACH_TL_IB)))
-		return RDMACH_TL_IB;
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		const struct rdmach_tl_ops *ops = core_tl_ops(t);
+
+		if (ops && (both & (1u << t)) &&
+		    (same_host || !ops->same_host_only))
+			return t;
+	}
 	return -1;
 }
 
-/* No transport for the pair (a, b): say which hosts and why. */
-static void core_plan_error(struct rdmach_ctx *ctx,
-			    const struct core_peer_info *info, int a, int b)
+/* The transports a rank opened, as "shm ib" (or "none"). */
+static void core_tl_names(unsigned mask, char *buf, size_t len)
 {
-	const char *policy = rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]);
-	unsigned ib = 1u << RDMACH_TL_IB;
-	char ha[CORE_HOSTID_MAX], hb[CORE_HOSTID_MAX], why[3 * CORE_WHY_MAX];
-	int r;
+	int t;
 
+	snprintf(buf, len, "none");
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		const struct rdmach_tl_ops *ops = core_tl_ops(t);
+		size_t n = strcmp(buf, "none") ? strlen(buf) : 0;
+
+		if (ops && (mask & (1u << t)))
+			snprintf(buf + n, len - n, "%s%s", n ? " " : "",
+				 ops->name);
+	}
+}
+
+/* Ranks a and b are on two hosts and one of them (or both) reaches no
+ * other host: name that host and its reason (core_publish_why).  0 when
+ * that is not what left the pair unconnected. */
+static int core_report_no_route(struct rdmach_ctx *ctx,
+				const struct core_peer_info *info, int a, int b)
+{
+	char ha[CORE_HOSTID_MAX], hb[CORE_HOSTID_MAX], why[3 * CORE_WHY_MAX];
+	const int pair[2] = { a, b };
+	int i, n = 0;
+
+	if (!strcmp(info[a].hostid, info[b].hostid) || core_forced_local(ctx))
+		return 0;
 	core_host_name(info[a].hostid, ha, sizeof(ha));
 	core_host_name(info[b].hostid, hb, sizeof(hb));
-	if (core_of(ctx)->x.policy == CORE_FORCE_SHM ||
-	    !strcmp(info[a].hostid, info[b].hostid) ||
-	    (info[a].tl_mask & info[b].tl_mask & ib)) {
-		rdmach_err("no transport connects rank %d (%s) and rank %d "
-			   "(%s) under RDMACH_TRANSPORT=%s", a, info[a].hostid,
-			   b, info[b].hostid, policy);
-		return;
-	}
-	/* on two hosts, and one of them (or both) has no ib */
-	for (r = a; r >= 0; r = r == a ? b : -1) {
-		if (info[r].tl_mask & ib)
+	for (i = 0; i < 2; i++) {
+		int r = pair[i];
+
+		if (core_reaches_hosts(info[r].tl_mask))
 			continue;
 		core_peer_why(ctx, r, why, sizeof(why));
 		rdmach_err("rank %d on host %s and rank %d on host %s cannot "
 			   "connect: different hosts need the ib transport, "
 			   "and host %s (rank %d) has no usable RDMA device: "
 			   "%s", a, ha, b, hb, r == a ? ha : hb, r, why);
+		n++;
 	}
+	return n;
+}
+
+static void core_report_unreachable(struct rdmach_ctx *ctx,
+				    const struct core_peer_info *info, int a,
+				    int b)
+{
+	char ta[32], tb[32];
+
+	if (core_report_no_route(ctx, info, a, b))
+		return;
+	core_tl_names(info[a].tl_mask, ta, sizeof(ta));
+	core_tl_names(info[b].tl_mask, tb, sizeof(tb));
+	rdmach_err("no transport connects rank %d (host %s, transports: %s) "
+		   "and rank %d (host %s, transports: %s) under "
+		   "RDMACH_TRANSPORT=%s", a, info[a].hostid, ta, b,
+		   info[b].hostid, tb,
+		   rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]));
 }
 
 static int core_plan(struct rdmach_ctx *ctx, const struct core_peer_info *info,
@@ -563,7 +662,8 @@ static int core_plan(struct rdmach_ctx *ctx, const struct core_peer_info *info,
 			if (t < 0) {
 				if (ctx->rank == a || ctx->rank == b ||
 				    ctx->rank == 0)
-					core_plan_error(ctx, info, a, b);
+					core_report_unreachable(ctx, info, a,
+								b);
 				return -ENODEV;
 			}
 			if (a == ctx->rank)

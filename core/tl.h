@@ -27,6 +27,8 @@ struct rdmach_tl;
 
 struct rdmach_tl_ops {
 	const char *name;	/* "shm", "ib" */
+	int id;			/* RDMACH_TL_*: its slot in ctx->tls */
+	int same_host_only;	/* reaches only peers on this host (shm) */
 	/* Open for this process.  -ENODEV (with a message logged at debug
 	 * level) when the transport cannot run here. */
 	int (*open)(struct rdmach_ctx *ctx, struct rdmach_tl **tlp);
@@ -52,7 +54,14 @@ struct rdmach_tl {
 	struct rdmach_ctx *ctx;
 };
 
+/* Transport slots, in order of preference for a pair both can serve. */
 enum { RDMACH_TL_SHM, RDMACH_TL_IB, RDMACH_TL_MAX };
+
+/* A transport registers its ops in the linker section "rdmach_tls"; the
+ * core finds them there (it never names a transport). */
+#define RDMACH_TL_REGISTER(ops)                                         \
+	static const struct rdmach_tl_ops *const rdmach_tl_ref_##ops      \
+	__attribute__((used, section("rdmach_tls"))) = &ops
 
 struct rdmach_conn {
 	struct rdmach_ctx *ctx;
@@ -92,10 +101,5 @@ void rdmach_tl_unavailable(struct rdmach_ctx *ctx, int tl, const char *fmt,
 int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value);
 int rdmach_oob_get(struct rdmach_ctx *ctx, const char *key, char *value,
 		   size_t len);
-
-extern const struct rdmach_tl_ops rdmach_shm_ops;
-#ifdef RDMACH_HAVE_IB
-extern const struct rdmach_tl_ops rdmach_ib_ops;
-#endif
 
 #endif /* RDMACH_CORE_TL_H */

@@ -149,6 +149,13 @@ RDMACH_API int rdmach_conn_stats(const rdmach_conn_t *conn, rdmach_stats_t *st);
 RDMACH_API int rdmach_ctx_stats(const rdmach_ctx_t *ctx, rdmach_stats_t *st);
 RDMACH_API void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out);
 
+/* The value of a numeric or boolean knob that `rdmach_info` lists (those
+ * of the library and of the CH3 channel, RDMACH_CH3_*): 0 and *value set;
+ * -EINVAL for a bad value (logged, naming the knob); -ENODATA when it is
+ * unset and its default is "auto" (the caller decides); -ENOENT for an
+ * unknown or string knob. */
+RDMACH_API int rdmach_knob_get(const char *name, uint64_t *value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,7 +52,7 @@ int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
 	slot->payload = tx->stage + off + RING_HDR;
 	slot->len = (uint32_t)len;
 	slot->bytes = ring_pkt_bytes(len);
-	slot->type = RING_T_DATA;
+	slot->type = RDMACH_PKT_DATA;
 	return 0;
 }
 
@@ -72,7 +72,7 @@ int ring_tx_reserve_whole(const struct ring_tx *tx, uint32_t len,
 		pad->payload = tx->stage + off + RING_HDR;
 		pad->len = (uint32_t)(end - RING_OVERHEAD);
 		pad->bytes = end;
-		pad->type = RING_T_PAD;
+		pad->type = RDMACH_PKT_PAD;
 		off = 0;
 	} else if (ring_tx_free(tx) < bytes) {
 		return -EAGAIN;
@@ -81,7 +81,7 @@ int ring_tx_reserve_whole(const struct ring_tx *tx, uint32_t len,
 	slot->payload = tx->stage + off + RING_HDR;
 	slot->len = len;
 	slot->bytes = bytes;
-	slot->type = RING_T_DATA;
+	slot->type = RDMACH_PKT_DATA;
 	return 0;
 }
 
@@ -127,7 +127,7 @@ static int ring_rx_peek_at(const struct ring_rx *rx, uint64_t pos,
 		return 0;
 	bytes = ring_pkt_bytes(ring_flag_len(flag));
 	if (bytes > rx->size - off || !ring_flag_type(flag) ||
-	    ring_flag_type(flag) > RING_T_MAX)
+	    ring_flag_type(flag) > RDMACH_PKT_TYPE_MAX)
 		return -EPROTO;
 	if (bottom_fill && ring_load_acquire(p + bytes - RING_TRL) != flag)
 		return 0;

@@ -40,19 +40,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pkt.h"
+
 #define RING_ALIGN	64u
 #define RING_HDR	16u
 #define RING_TRL	8u
 #define RING_OVERHEAD	(RING_HDR + RING_TRL)
 #define RING_MAX_PAYLOAD ((1u << 24) - 1)
 #define RING_MIN_SIZE	4096u
-
-enum ring_type {
-	RING_T_DATA = 1,	/* payload: bytes of the pipe */
-	RING_T_RNDV = 2,	/* payload: a proto/rndv.h control packet */
-	RING_T_PAD = 3,		/* fills the ring end before a whole packet */
-	RING_T_MAX = RING_T_PAD,
-};
 
 enum ring_mode {
 	RING_MODE_BASIC,	/* data write + separate head write; eager tail */
@@ -113,7 +108,8 @@ struct ring_slot {
 	uint8_t *payload;	/* in staging */
 	uint32_t len;		/* payload bytes */
 	uint64_t bytes;		/* ring bytes of the packet */
-	unsigned int type;	/* enum ring_type; reserve sets RING_T_DATA */
+	unsigned int type;	/* enum rdmach_pkt_type (proto/pkt.h); reserve
+				 * sets RDMACH_PKT_DATA */
 };
 
 void ring_tx_init(struct ring_tx *tx, uint8_t *stage, uint64_t size);
@@ -134,7 +130,7 @@ int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
 
 /*
  * Reserve one packet of exactly len payload bytes (a control packet that
- * must not be cut).  If the ring end is too close, *pad is a RING_T_PAD
+ * must not be cut).  If the ring end is too close, *pad is a RDMACH_PKT_PAD
  * packet filling it, to be committed first (pad->bytes == 0: no pad).
  * 0, or -EAGAIN when pad and packet do not both fit now.
  */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ib.h"
-#include "log.h"
+#include "ib_dev.h"
+#include "core/log.h"
 
 const char *ib_mtu_str(enum ibv_mtu mtu)
 {

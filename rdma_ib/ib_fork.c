@@ -4,7 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include "ib_fork.h"
-#include "log.h"
+#include "core/log.h"
 
 static const char *ib_fork_status_str(enum ibv_fork_status st)
 {

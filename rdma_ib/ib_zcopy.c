@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ib_zcopy.h"
-#include "log.h"
+#include "core/log.h"
 
 /* Local pieces registered and read per round of a get. */
 #define IB_ZC_LOCAL_MAX 64

@@ -4,8 +4,8 @@
  *
  * Protocol (per connection, one rendezvous at a time in each direction):
  *  sender   put of total >= RDMACH_ZCOPY_THRESHOLD registers its source
- *           pieces through the cache (proto/rcache.h), sends one
- *           RING_T_RNDV packet (proto/rndv.h: id, total, segments with
+ *           pieces through the cache (mem/rcache.h), sends one
+ *           RDMACH_PKT_RNDV packet (proto/pkt.h: id, total, segments with
  *           addr/len/rkey) through the ring in FIFO order with the data
  *           packets, and returns 0.  Retries (same iovec, else -EINVAL)
  *           return 0 until the peer wrote id into our ctrl area's ack word,
@@ -30,7 +30,7 @@
  *           copies from it, so tiny gets of a large put cost one read per
  *           RDMACH_ZCOPY_BOUNCE bytes, not one each.
  *
- * Memory the application releases (proto/rcache.h, core/memhooks.h):
+ * Memory the application releases (mem/rcache.h, mem/memhooks.h):
  *  - after put returned the count, anything goes: munmap + mmap at the same
  *    address, madvise(MADV_DONTNEED), free + malloc: the cache drops the
  *    stale registration at its next use and the new contents are sent;
@@ -59,11 +59,11 @@
 #include <sys/uio.h>
 #include <infiniband/verbs.h>
 
-#include "ib.h"
-#include "iov.h"
-#include "rcache.h"
-#include "rndv.h"
-#include "tl.h"
+#include "ib_dev.h"
+#include "core/iov.h"
+#include "mem/rcache.h"
+#include "proto/pkt.h"
+#include "core/tl.h"
 
 /* wr_id bit of the reads this file posts (the low bits: the peer rank). */
 #define IB_ZC_WRID	(1ull << 62)
@@ -158,7 +158,7 @@ int ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 ssize_t ib_zc_put_poll(struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, uint64_t acked_id);
 
-/* A RING_T_RNDV packet at the ring head: read what fits into the iovec
+/* A RDMACH_PKT_RNDV packet at the ring head: read what fits into the iovec
  * cursor (room bytes at most).  Bytes delivered or a negative errno (the
  * connection failed).  *ack is set to the id to acknowledge when the
  * whole rendezvous was read (the packet is then to be consumed), else 0. */

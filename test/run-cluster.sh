@@ -398,7 +398,7 @@ mpi_build() {
 # the wire version field, and this tree with IB_WIRE_VERSION=2
 other_builds() {
 	local rev
-	rev=$(git -C "$ROOT" log --format=%H -S'IB_WIRE_VERSION' --reverse -- rdma_ib/ib.h 2>/dev/null | head -n1)
+	rev=$(git -C "$ROOT" log --format=%H -S'IB_WIRE_VERSION' --reverse -- rdma_ib/ib.h rdma_ib/ib_dev.h 2>/dev/null | head -n1)
 	if [ -n "$rev" ] && [ ! -x "$BUILD/cluster-old/build/test/test_conformance" ]; then
 		rm -rf "$BUILD/cluster-old" && mkdir -p "$BUILD/cluster-old"
 		git -C "$ROOT" archive "$rev^" | tar -x -C "$BUILD/cluster-old" &&

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "lib/tst.h"
 
 #define FLT_BOUND_NS 5000000000ull	/* detection bound asserted */

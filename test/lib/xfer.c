@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "tst.h"
 
 #define XFER_GAP_MAX 15

@@ -53,7 +53,7 @@
 #include "rdmach.h"
 #include "rdmach_pmi.h"
 #include "lib/tst.h"
-#include "log.h"
+#include "core/log.h"
 
 #define XS_CALL_MAX	(128u << 10)
 #define XS_GET_MAX	(64u << 10)

@@ -40,8 +40,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "knob.h"
-#include "log.h"
+#include "core/knob.h"
+#include "core/log.h"
 #include "pmi_wire.h"
 #include "rdmach_launch.h"
 #include "rdmach_pmi.h"
@@ -58,9 +58,13 @@
 #define LAUNCH_TICK_MS 50	/* waitpid polling when pidfds are missing */
 #define LAUNCH_SEND_WAIT_MS 5000	/* a rank that reads no replies */
 
-static const struct rdmach_knob launch_knobs[] = {
-	{ "RDMACH_LAUNCH_KILL_GRACE_MS", RDMACH_KNOB_UINT, "2000", 0, 600000,
-	  "rdmach_launch/rdmach_run: SIGTERM-to-SIGKILL grace when killing ranks" },
+enum { LAUNCH_K_KILL_GRACE, LAUNCH_K_NUM };
+
+static const struct rdmach_knob launch_knobs[LAUNCH_K_NUM] = {
+	[LAUNCH_K_KILL_GRACE] = { "RDMACH_LAUNCH_KILL_GRACE_MS",
+		RDMACH_KNOB_UINT, "2000", 0, 600000,
+		"rdmach_launch/rdmach_run: SIGTERM-to-SIGKILL grace when "
+		"killing ranks" },
 };
 RDMACH_KNOB_TABLE(launch, launch_knobs);
 
@@ -749,7 +753,7 @@ static uint64_t launch_grace_ns(void)
 {
 	uint64_t ms = 2000;
 
-	rdmach_knob_u64(&launch_knobs[0], &ms);
+	rdmach_knob_u64(&launch_knobs[LAUNCH_K_KILL_GRACE], &ms);
 	return ms * 1000000u;
 }
 

@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "pmi_wire.h"
 #include "rdmach_pmi.h"
 

@@ -1,0 +1,65 @@
+/*
+ * pkt.h - the packet vocabulary shared by every transport's ring: packet
+ * types and the layout of the control packets.  How a packet's header is
+ * laid out in a ring (flag words, sequence numbers, length bits) stays
+ * with each ring (proto/ring.h for rdma_ib, rdma_shm/shm_ring.h); what a
+ * type means, and what a control payload holds, is here.
+ */
+#ifndef RDMACH_PROTO_PKT_H
+#define RDMACH_PROTO_PKT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Packet types (every ring header has at least 4 bits for them; 0 is
+ * never used, so a zeroed header never matches). */
+enum rdmach_pkt_type {
+	RDMACH_PKT_DATA = 1,	/* payload: bytes of the pipe */
+	RDMACH_PKT_RNDV = 2,	/* payload: struct rdmach_rndv_hdr */
+	RDMACH_PKT_PAD = 3,	/* fills the ring's end; no payload */
+	RDMACH_PKT_TYPE_MAX = RDMACH_PKT_PAD,	/* the last type every ring carries */
+	/* rdma_shm only (its rings accept it, rdma_ib's refuse it): the next
+	 * bytes of the stream come through the copy area (shm_ring.h).  5,
+	 * not 4: 4 is kept for rdma_ib's own large-message packet. */
+	RDMACH_PKT_PIPE = 5,
+};
+
+/*
+ * Rendezvous control packet, shared by every zero-copy path (rdma_shm:
+ * cross-memory read; rdma_ib: RDMA read).
+ *
+ * The sender of a large put describes its source buffers in one control
+ * packet that travels through the ring in FIFO order with the data
+ * packets.  The receiver pulls the bytes straight into the caller's iovec
+ * (possibly over several gets) and, once it has read all `total` bytes,
+ * acknowledges `id`; only then does the sender's put report the bytes as
+ * taken.  The packet is transport-neutral: `key` is the remote key of the
+ * segment for RDMA (rkey) and 0 for shared memory.
+ *
+ * At most this many source pieces per control packet; a put with more
+ * pieces covers only the first ones and the caller retries the rest.
+ */
+#define RDMACH_RNDV_MAX_SEGS 64
+
+struct rdmach_rndv_seg {
+	uint64_t addr;		/* sender's virtual address */
+	uint64_t len;		/* bytes, > 0 */
+	uint64_t key;		/* rkey (IB) or 0 (shm) */
+};
+
+struct rdmach_rndv_hdr {
+	uint64_t id;		/* per-connection, increasing from 1 */
+	uint64_t total;		/* sum of seg[].len */
+	uint32_t nsegs;		/* 1..RDMACH_RNDV_MAX_SEGS */
+	uint32_t flags;		/* reserved, 0 */
+	struct rdmach_rndv_seg seg[];
+};
+
+/* Bytes of a control packet describing nsegs pieces. */
+static inline size_t rdmach_rndv_size(uint32_t nsegs)
+{
+	return sizeof(struct rdmach_rndv_hdr) +
+	       (size_t)nsegs * sizeof(struct rdmach_rndv_seg);
+}
+
+#endif /* RDMACH_PROTO_PKT_H */

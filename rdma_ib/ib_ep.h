@@ -1,0 +1,111 @@
+/*
+ * ib_ep.h - rdma_ib endpoints (rdma_ib private, prefix ib_): one per peer,
+ * in the sense of UCX's uct_ep: an RC QP, the receive ring the peer
+ * writes into and the staging mirror of the peer's ring we write from
+ * (proto/ring.h), the control words, selective signalling, credits,
+ * keepalive, and the put/get data path.  ib_ep.c owns it; the interface
+ * (ib_iface.h) creates, wires and tears endpoints down.
+ *
+ * Per endpoint one registered buffer: [ ring | staging | ctrl ].
+ * ring    the peer writes its packets here (we poll flags or the head);
+ * staging our packets, at the offsets they take in the peer's ring;
+ * ctrl    words the peer writes: its head (basic mode), its consumed count
+ *         of our packets (explicit credit), fin, keepalive target, the
+ *         last zero-copy put it read.
+ */
+#ifndef RDMACH_IB_EP_H
+#define RDMACH_IB_EP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <infiniband/verbs.h>
+
+#include "core/tl.h"
+#include "ib_dev.h"
+#include "ib_iface.h"
+#include "ib_zcopy.h"
+#include "proto/ring.h"
+
+#define IB_SQ_RESERVE 3		/* slots kept for credit, keepalive, fin */
+
+struct ib_ctrl {
+	uint64_t head;		/* basic mode: the peer's head in our ring */
+	uint64_t tail;		/* the peer's consumed count of our packets */
+	uint64_t fin;		/* the peer finalized: its final head + 1 */
+	uint64_t ka;		/* keepalive target, never read */
+	uint64_t zc_ack;	/* last zero-copy put the peer has read */
+};
+
+struct ib_sig {			/* a signalled WR in flight */
+	uint64_t head;		/* ring bytes written when it completes */
+	uint32_t nwr;		/* send queue slots it retires */
+	uint32_t kind;		/* enum ib_wr_kind (ib_ep.c) */
+};
+
+struct ib_conn {
+	struct rdmach_conn *conn;
+	struct ib_tl *tl;
+	struct ibv_qp *qp;
+	struct ibv_qp *loop_qp;	/* connection to self: the responder QP */
+	uint8_t *buf;
+	size_t buf_len;
+	struct ibv_mr *mr;
+	struct ib_ctrl *ctrl;
+	struct ring_tx tx;
+	struct ring_rx rx;
+	struct ring_scan scan;
+	uint32_t psn;
+	uint64_t r_ring, r_ctrl;
+	uint32_t rkey;
+	uint64_t tail_seen;	/* last explicit credit read from ctrl */
+	/* send queue */
+	unsigned int sq_free;
+	unsigned int unsig_wrs;
+	uint64_t unsig_bytes;
+	struct ib_sig *sig;
+	unsigned int sig_mask;
+	uint64_t sig_head, sig_tail;
+	/* liveness */
+	int broken;		/* an error completion was seen */
+	int ka_pending;
+	uint64_t ka_sent;
+	unsigned int idle;
+	unsigned int idle_gets;	/* empty gets, see IB_IDLE_GETS */
+	uint64_t idle_since;
+	uint64_t small_max;	/* largest put of ib_put_one (0: none) */
+	struct ib_zc_conn zc;	/* zero-copy (ib_zcopy.c) */
+};
+
+/* An endpoint to `peer` with its registered buffer and QP (in INIT), or
+ * NULL (logged). */
+struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer);
+void ib_ep_destroy(struct ib_conn *ic);
+
+/* What the peer needs to reach qp (ic->qp, or the loopback responder) and
+ * write into our ring. */
+void ib_ep_local_addr(const struct ib_conn *ic, const struct ibv_qp *qp,
+		      struct ib_addr *a);
+
+/* Connect to the peer's address r (a connection to self connects its two
+ * QPs).  0 or a negative errno (logged). */
+int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r);
+
+/* A completion of a WR this endpoint posted (not a zero-copy read). */
+void ib_ep_completion(struct ib_conn *ic, const struct ibv_wc *wc);
+
+/* The data path (struct rdmach_tl_ops put/get). */
+ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
+		  int iovcnt, size_t total);
+ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
+		  int iovcnt, size_t total);
+
+/* Credits both ways and liveness, without moving data. */
+void ib_ep_progress(struct ib_conn *ic);
+
+/* Finalize: tell the peer our final head; is everything we posted done
+ * (or moot: the peer left or the connection failed)? */
+void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns);
+int ib_ep_drained(const struct ib_conn *ic);
+
+#endif /* RDMACH_IB_EP_H */

@@ -1,0 +1,432 @@
+/*
+ * ib_iface.c - the InfiniBand/RoCE transport's interface: knobs, device
+ * open, the completion queue shared by every endpoint, the collective
+ * wire-up (addresses exchanged out of band), progress and finalize.  The
+ * per-peer endpoints and the data path are in ib_ep.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/knob.h"
+#include "core/log.h"
+#include "core/tl.h"
+#include "ib_dev.h"
+#include "ib_ep.h"
+#include "ib_fork.h"
+#include "ib_iface.h"
+#include "ib_zcopy.h"
+#include "proto/ring.h"
+
+enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
+       IB_K_CREDIT, IB_K_SQ, IB_K_INLINE, IB_K_MTU, IB_K_TIMEOUT,
+       IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
+       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_NUM };
+
+static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
+	[IB_K_DEVICE] = { "RDMACH_IB_DEVICE", RDMACH_KNOB_STRING, "", 0, 0,
+		"RDMA device to use (\"\": the first with an active port)" },
+	[IB_K_PORT] = { "RDMACH_IB_PORT", RDMACH_KNOB_UINT, "0", 0, 255,
+		"port of the device (0: the first active one)" },
+	[IB_K_GID] = { "RDMACH_IB_GID_INDEX", RDMACH_KNOB_STRING, "auto", 0, 0,
+		"RoCE GID index (auto: a RoCE v2 GID, IPv4-mapped preferred)" },
+	[IB_K_MODE] = { "RDMACH_IB_MODE", RDMACH_KNOB_STRING, "pipeline", 0, 0,
+		"ring protocol: basic | piggyback | pipeline" },
+	[IB_K_RING] = { "RDMACH_IB_RING_SIZE", RDMACH_KNOB_SIZE, "128K", 4096,
+		1u << 30,
+		"receive ring per peer, power of two (staging mirror: same size)" },
+	[IB_K_CHUNK] = { "RDMACH_IB_CHUNK_SIZE", RDMACH_KNOB_SIZE, "16K", 64,
+		16u << 20, "pipeline mode: payload bytes per chunk of a large put" },
+	[IB_K_CREDIT] = { "RDMACH_IB_CREDIT_PERCENT", RDMACH_KNOB_UINT, "50", 1,
+		100, "send an explicit tail update when the sender's free ring "
+		"space would fall under this % of the ring" },
+	[IB_K_SQ] = { "RDMACH_IB_SQ_DEPTH", RDMACH_KNOB_UINT, "128", 16, 16384,
+		"send queue entries per QP" },
+	[IB_K_INLINE] = { "RDMACH_IB_INLINE", RDMACH_KNOB_SIZE, "256", 8, 4096,
+		"packets up to this size are posted inline" },
+	[IB_K_MTU] = { "RDMACH_IB_MTU", RDMACH_KNOB_UINT, "4096", 256, 4096,
+		"largest path MTU (the port's active MTU caps it)" },
+	[IB_K_TIMEOUT] = { "RDMACH_IB_TIMEOUT", RDMACH_KNOB_UINT, "14", 1, 31,
+		"QP local ack timeout exponent (4.096 us * 2^n per try)" },
+	[IB_K_RETRY] = { "RDMACH_IB_RETRY_CNT", RDMACH_KNOB_UINT, "7", 0, 7,
+		"QP transport retries before a peer is declared dead" },
+	[IB_K_ZCOPY] = { "RDMACH_ZCOPY", RDMACH_KNOB_BOOL, "1", 0, 1,
+		"large puts by RDMA read of the sender's registered buffer "
+		"(0: always copy through the ring)" },
+	[IB_K_ZC_THRESHOLD] = { "RDMACH_ZCOPY_THRESHOLD", RDMACH_KNOB_SIZE,
+		"64K", 1, 1ull << 40,
+		"puts of at least this many bytes go zero-copy (RDMA read)" },
+	[IB_K_ZC_READ] = { "RDMACH_ZCOPY_READ_SIZE", RDMACH_KNOB_SIZE, "1M",
+		4096, 1u << 30, "largest RDMA read the zero-copy receiver posts "
+		"(port max_msg_sz caps it)" },
+	[IB_K_ZC_BOUNCE] = { "RDMACH_ZCOPY_BOUNCE", RDMACH_KNOB_SIZE, "16K", 0,
+		16u << 20, "a get with room for fewer bytes reads this much of a "
+		"zero-copy put ahead into a bounce buffer (0: always read "
+		"directly)" },
+	[IB_K_ZC_YIELD] = { "RDMACH_ZCOPY_YIELD", RDMACH_KNOB_BOOL, "1", 0, 1,
+		"a get waiting for its RDMA reads yields the CPU every 1024 "
+		"empty polls (Soft-RoCE, oversubscribed cores)" },
+};
+RDMACH_KNOB_TABLE(ib, ib_knobs);
+
+static const struct rdmach_tl_ops ib_ops;
+
+static const char *const ib_mode_names[] = {
+	[RING_MODE_BASIC] = "basic",
+	[RING_MODE_PIGGYBACK] = "piggyback",
+	[RING_MODE_PIPELINE] = "pipeline",
+};
+
+/* ---- completions -------------------------------------------------------- */
+
+int ib_iface_poll(struct ib_tl *tl)
+{
+	struct ibv_wc wc[16];
+	int n, i;
+
+	while ((n = ibv_poll_cq(tl->cq, 16, wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			uint64_t wr_id = wc[i].wr_id;
+			struct ib_conn *ic = tl->conns[wr_id & ~IB_ZC_WRID];
+
+			if (!ic)
+				continue;
+			if (wr_id & IB_ZC_WRID) {
+				ib_zc_completion(&ic->zc, &wc[i]);
+				if (wc[i].status == IBV_WC_SUCCESS)
+					continue;
+			}
+			ib_ep_completion(ic, &wc[i]);
+		}
+		if (n < 16)
+			break;
+	}
+	if (n < 0) {
+		rdmach_err("ib: ibv_poll_cq on %s failed", tl->dev.name);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int ib_progress(struct rdmach_tl *base)
+{
+	struct ib_tl *tl = (struct ib_tl *)base;
+	int i, ret;
+
+	ret = ib_iface_poll(tl);
+	if (ret)
+		return ret;
+	for (i = 0; i < base->ctx->size; i++)
+		if (tl->conns[i])
+			ib_ep_progress(tl->conns[i]);
+	return 0;
+}
+
+/* ---- open and wire-up ------------------------------------------------------ */
+
+/* Every knob into tl; *port the port asked for (0: the first active). */
+static int ib_read_knobs(struct ib_tl *tl, unsigned int *port)
+{
+	uint64_t v[IB_K_NUM] = { 0 };
+	const char *mode;
+	int i;
+
+	for (i = 0; i < IB_K_NUM; i++)
+		if (ib_knobs[i].type != RDMACH_KNOB_STRING &&
+		    rdmach_knob_u64(&ib_knobs[i], &v[i]))
+			return -EINVAL;
+	mode = rdmach_knob_str(&ib_knobs[IB_K_MODE]);
+	for (i = 0; i < 3 && strcmp(mode, ib_mode_names[i]); i++)
+		;
+	if (i == 3) {
+		rdmach_err("RDMACH_IB_MODE=%s: use basic, piggyback or "
+			   "pipeline", mode);
+		return -EINVAL;
+	}
+	tl->mode = (enum ring_mode)i;
+	if (ring_size_check(v[IB_K_RING])) {
+		rdmach_err("RDMACH_IB_RING_SIZE=%" PRIu64 ": must be a power "
+			   "of two >= %u", v[IB_K_RING], RING_MIN_SIZE);
+		return -EINVAL;
+	}
+	tl->ring_size = v[IB_K_RING];
+	tl->chunk = v[IB_K_CHUNK];
+	tl->credit_thr = tl->ring_size * v[IB_K_CREDIT] / 100;
+	tl->sq_depth = (unsigned int)v[IB_K_SQ];
+	tl->inline_want = (unsigned int)v[IB_K_INLINE];
+	tl->qpp.mtu = v[IB_K_MTU] >= 4096 ? IBV_MTU_4096 :
+		      v[IB_K_MTU] >= 2048 ? IBV_MTU_2048 :
+		      v[IB_K_MTU] >= 1024 ? IBV_MTU_1024 :
+		      v[IB_K_MTU] >= 512 ? IBV_MTU_512 : IBV_MTU_256;
+	tl->qpp.timeout = (uint8_t)v[IB_K_TIMEOUT];
+	tl->qpp.retry_cnt = (uint8_t)v[IB_K_RETRY];
+	tl->zc_cfg.enabled = (int)v[IB_K_ZCOPY];
+	tl->zc_cfg.threshold = v[IB_K_ZC_THRESHOLD];
+	tl->zc_cfg.read_max = v[IB_K_ZC_READ];
+	tl->zc_cfg.bounce = v[IB_K_ZC_BOUNCE];
+	tl->zc_cfg.yield = (int)v[IB_K_ZC_YIELD];
+	*port = (unsigned int)v[IB_K_PORT];
+	return 0;
+}
+
+static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
+{
+	struct ib_tl *tl = calloc(1, sizeof(*tl));
+	unsigned int port;
+	int ret;
+
+	if (!tl)
+		return -ENOMEM;
+	/* before any registration (and device list): ib_fork.h */
+	ib_fork_setup();
+	tl->base.ops = &ib_ops;
+	tl->base.ctx = ctx;
+	ret = ib_read_knobs(tl, &port);
+	if (ret)
+		goto err_free;
+	ret = ib_dev_open(&tl->dev, rdmach_knob_str(&ib_knobs[IB_K_DEVICE]),
+			  port, rdmach_knob_str(&ib_knobs[IB_K_GID]));
+	if (ret == -ENODEV)
+		rdmach_tl_unavailable(ctx, RDMACH_TL_IB, "%s", tl->dev.why);
+	if (ret)
+		goto err_free;
+	tl->conns = calloc((size_t)ctx->size, sizeof(*tl->conns));
+	if (!tl->conns) {
+		ret = -ENOMEM;
+		goto err_dev;
+	}
+	ret = ib_zc_open(&tl->zc, &tl->dev, &tl->zc_cfg, ctx);
+	if (ret)
+		goto err_conns;
+	*tlp = &tl->base;
+	return 0;
+err_conns:
+	free(tl->conns);
+err_dev:
+	ib_dev_close(&tl->dev);
+err_free:
+	free(tl);
+	return ret;
+}
+
+static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
+{
+	struct ib_tl *tl = (struct ib_tl *)base;
+	struct rdmach_ctx *ctx = base->ctx;
+	char key[64], val[IB_ADDR_STRLEN];
+	int cqe, i, ret;
+
+	if (!npeers)
+		return 0;
+	cqe = (int)tl->sq_depth * (npeers + 1) + 16;
+	if (tl->dev.max_cqe > 0 && cqe > tl->dev.max_cqe)
+		cqe = tl->dev.max_cqe;
+	tl->cq = ibv_create_cq(tl->dev.ctx, cqe, NULL, NULL, 0);
+	if (!tl->cq) {
+		rdmach_err("ib: ibv_create_cq(%d) on %s failed: %s", cqe,
+			   tl->dev.name, strerror(errno));
+		return -ENOMEM;
+	}
+	for (i = 0; i < npeers; i++) {
+		struct ib_conn *ic = ib_ep_create(tl, peers[i]);
+		struct ib_addr a;
+
+		if (!ic)
+			return -ENOMEM;
+		tl->conns[peers[i]] = ic;
+		ic->conn->priv = ic;
+		ic->conn->tl = base;
+		if (peers[i] == ctx->rank)
+			continue;
+		ib_ep_local_addr(ic, ic->qp, &a);
+		ib_addr_format(&a, val, sizeof(val));
+		snprintf(key, sizeof(key), "ib-%d-%d", ctx->rank, peers[i]);
+		ret = rdmach_oob_put(ctx, key, val);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Can our port reach the peer's at all?  RoCE has no LIDs; a RoCE v2
+ * packet carries an IPv4 or an IPv6 header, the same at both ends. */
+static int ib_check_reach(const struct ib_tl *tl, int peer, const struct ib_addr *r)
+{
+	const struct ib_dev *d = &tl->dev;
+	char g1[48], g2[48];
+
+	if (d->is_roce && r->lid) {
+		rdmach_err("ib: rank %d is on an InfiniBand port (LID %u), "
+			   "this rank on RoCE (%s port %u): no path between "
+			   "them", peer, r->lid, d->name, d->port);
+		return -ENETUNREACH;
+	}
+	if (!d->is_roce && !r->lid) {
+		rdmach_err("ib: rank %d has no LID (a RoCE port, or an "
+			   "InfiniBand port without a subnet manager), this "
+			   "rank is on InfiniBand (%s port %u, LID %u)", peer,
+			   d->name, d->port, d->lid);
+		return -ENETUNREACH;
+	}
+	if (d->is_roce &&
+	    ib_gid_is_v4mapped(&r->gid) != ib_gid_is_v4mapped(&d->gid)) {
+		rdmach_err("ib: rank %d's RoCE GID %s is %s, this rank's "
+			   "(%s port %u GID %d) %s is %s: both ends need an "
+			   "address of one IP family (an IPv4 address on "
+			   "each host's RDMA interface, or RDMACH_IB_GID_INDEX)",
+			   peer, ib_gid_str(&r->gid, g1, sizeof(g1)),
+			   ib_gid_is_v4mapped(&r->gid) ? "IPv4" : "IPv6",
+			   d->name, d->port, d->gid_index,
+			   ib_gid_str(&d->gid, g2, sizeof(g2)),
+			   ib_gid_is_v4mapped(&d->gid) ? "IPv4" : "IPv6");
+		return -ENETUNREACH;
+	}
+	return 0;
+}
+
+/* Can we talk to the peer that sent r?  Names what differs. */
+static int ib_check_peer(const struct ib_tl *tl, int peer, const struct ib_addr *r)
+{
+	int ret = ib_check_reach(tl, peer, r);
+
+	if (ret)
+		return ret;
+	if (r->wire != IB_WIRE_VERSION) {
+		rdmach_err("ib: rank %d speaks rdma_ib wire version %u, this "
+			   "rank %u: run the same rdmach build on every host",
+			   peer, r->wire, IB_WIRE_VERSION);
+		return -EPROTO;
+	}
+	if (r->ring_size != tl->ring_size) {
+		rdmach_err("ib: rank %d has RDMACH_IB_RING_SIZE=%" PRIu64
+			   ", this rank %" PRIu64 ": set the same everywhere",
+			   peer, r->ring_size, tl->ring_size);
+		return -EINVAL;
+	}
+	if (r->mode && r->mode != tl->mode + 1U) {
+		rdmach_err("ib: rank %d has RDMACH_IB_MODE=%s, this rank %s: "
+			   "set the same everywhere", peer,
+			   r->mode <= 3 ? ib_mode_names[r->mode - 1] : "?",
+			   ib_mode_names[tl->mode]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void ib_log_path_mtu(const struct ib_tl *tl, int peer,
+			    const struct ib_addr *r)
+{
+	rdmach_info("ib: rank %d: path MTU %s (this port %s, the peer's %s, "
+		    "RDMACH_IB_MTU %s here)", peer,
+		    ib_mtu_str(ib_path_mtu(&tl->dev, r, &tl->qpp)),
+		    ib_mtu_str(tl->dev.active_mtu),
+		    r->mtu ? ib_mtu_str((enum ibv_mtu)r->mtu) : "unknown",
+		    ib_mtu_str(tl->qpp.mtu));
+}
+
+static int ib_connect(struct rdmach_tl *base, const int *peers, int npeers)
+{
+	struct ib_tl *tl = (struct ib_tl *)base;
+	struct rdmach_ctx *ctx = base->ctx;
+	char key[64], val[IB_ADDR_STRLEN + 64];
+	struct ib_addr r;
+	int i, ret;
+
+	for (i = 0; i < npeers; i++) {
+		struct ib_conn *ic = tl->conns[peers[i]];
+
+		if (peers[i] == ctx->rank) {
+			ib_ep_local_addr(ic, ic->loop_qp, &r);
+		} else {
+			snprintf(key, sizeof(key), "ib-%d-%d", peers[i],
+				 ctx->rank);
+			ret = rdmach_oob_get(ctx, key, val, sizeof(val));
+			if (ret)
+				return ret;
+			if (ib_addr_parse(val, &r)) {
+				rdmach_err("ib: bad address from rank %d: "
+					   "\"%s\"", peers[i], val);
+				return -EPROTO;
+			}
+			ret = ib_check_peer(tl, peers[i], &r);
+			if (ret)
+				return ret;
+		}
+		ret = ib_ep_connect(ic, &r);
+		if (ret)
+			return ret;
+		if (peers[i] != ctx->rank)
+			ib_log_path_mtu(tl, peers[i], &r);
+	}
+	return 0;
+}
+
+static int ib_ready(struct rdmach_tl *base)
+{
+	struct ib_tl *tl = (struct ib_tl *)base;
+
+	rdmach_debug("ib: ready on %s port %u, mode %s, ring %" PRIu64
+		     ", chunk %" PRIu64 ", inline %u", tl->dev.name,
+		     tl->dev.port, ib_mode_names[tl->mode], tl->ring_size,
+		     tl->chunk, tl->inline_max);
+	return 0;
+}
+
+/* ---- finalize ------------------------------------------------------------- */
+
+static int ib_iface_drained(struct ib_tl *tl)
+{
+	int i;
+
+	for (i = 0; i < tl->base.ctx->size; i++)
+		if (tl->conns[i] && !ib_ep_drained(tl->conns[i]))
+			return 0;
+	return 1;
+}
+
+static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
+{
+	struct ib_tl *tl = (struct ib_tl *)base;
+	int i, ret = 0;
+
+	for (i = 0; tl->cq && i < base->ctx->size; i++)
+		if (tl->conns[i])
+			ib_ep_send_fin(tl->conns[i], deadline_ns);
+	while (tl->cq && !ib_iface_drained(tl) && rdmach_now_ns() < deadline_ns)
+		ib_iface_poll(tl);
+	if (tl->cq && !ib_iface_drained(tl)) {
+		rdmach_warn("ib: finalize: writes still in flight at the "
+			    "deadline (RDMACH_FINALIZE_TIMEOUT_MS)");
+		ret = -ETIMEDOUT;
+	}
+	for (i = 0; i < base->ctx->size; i++) {
+		if (!tl->conns[i])
+			continue;
+		ib_ep_destroy(tl->conns[i]);
+		tl->conns[i] = NULL;
+	}
+	if (tl->cq)
+		ibv_destroy_cq(tl->cq);
+	ib_zc_close(tl->zc);
+	ib_dev_close(&tl->dev);
+	free(tl->conns);
+	free(tl);
+	return ret;
+}
+
+static const struct rdmach_tl_ops ib_ops = {
+	.name = "ib",
+	.id = RDMACH_TL_IB,
+	.same_host_only = 0,
+	.open = ib_open,
+	.publish = ib_publish,
+	.connect = ib_connect,
+	.ready = ib_ready,
+	.put = ib_ep_put,
+	.get = ib_ep_get,
+	.progress = ib_progress,
+	.close = ib_close,
+};
+RDMACH_TL_REGISTER(ib_ops);

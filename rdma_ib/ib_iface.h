@@ -1,0 +1,41 @@
+/*
+ * ib_iface.h - the rdma_ib interface (rdma_ib private, prefix ib_): what a
+ * process holds once per device, in the sense of UCX's uct_iface: the
+ * opened device and port, the completion queue shared by every
+ * connection, the knob-derived settings, the zero-copy engine and the
+ * connection table.  ib_iface.c owns it (open, wire-up, progress,
+ * finalize); ib_ep.c holds the per-connection endpoints (ib_ep.h).
+ */
+#ifndef RDMACH_IB_IFACE_H
+#define RDMACH_IB_IFACE_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#include "core/tl.h"
+#include "ib_dev.h"
+#include "ib_zcopy.h"
+#include "proto/ring.h"
+
+struct ib_conn;
+
+struct ib_tl {
+	struct rdmach_tl base;
+	struct ib_dev dev;
+	struct ibv_cq *cq;
+	struct ib_conn **conns;	/* [ctx->size], NULL for other transports */
+	enum ring_mode mode;
+	uint64_t ring_size, chunk, credit_thr;
+	unsigned int sq_depth, inline_want, inline_max;
+	struct ib_qp_params qpp;
+	unsigned int sig_inflight;	/* signalled WRs not completed yet */
+	unsigned int cq_skips;		/* gets that did not poll the CQ */
+	struct ib_zc *zc;
+	struct ib_zc_cfg zc_cfg;
+};
+
+/* Reap every completion of the shared CQ and hand each to its endpoint.
+ * 0, or -EIO when the CQ itself failed. */
+int ib_iface_poll(struct ib_tl *tl);
+
+#endif /* RDMACH_IB_IFACE_H */
