@@ -84,6 +84,13 @@ mpi-bench: $(MPI_BENCH_SRCS)
 mpich: $(LIB)
 	RDMACH_BUILD=$(abspath $(O)) channel/build-mpich.sh
 
+# The NAS Parallel Benchmarks on this MPICH and the others of the machine,
+# side by side: nas/run-nas.sh (see nas/README.md).  Passes NPB_SRC, CLASS,
+# NP, BENCH, MPI, ROUNDS, TIME_LIMIT, OUT; RDMACH_STATS=1 adds the counters.
+nas:
+	NPB_SRC="$(NPB_SRC)" CLASS="$(CLASS)" NP="$(NP)" BENCH="$(BENCH)" MPI="$(MPI)" \
+	ROUNDS="$(ROUNDS)" TIME_LIMIT="$(TIME_LIMIT)" OUT="$(OUT)" nas/run-nas.sh
+
 check: all
 	test/run-tests.sh
 
@@ -96,7 +103,7 @@ clean:
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check bench clean distclean mpi-bench mpich
+.PHONY: all check bench clean distclean mpi-bench mpich nas
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
