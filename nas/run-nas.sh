@@ -210,8 +210,9 @@ src_id() {	# identity of the source: changes when it does
 make_def() {	# prefix -> config/make.def
 	local p=$1 ff=${NAS_FFLAGS:--O3} v
 	v=$("$p/bin/mpif90" -dumpversion 2>/dev/null | cut -d. -f1)
-	# gfortran >= 10 rejects NPB's calls that pass differing types to MPI
-	[[ ${v:-0} =~ ^[0-9]+$ ]] && [ "${v:-0}" -ge 10 ] && ff="$ff -fallow-argument-mismatch"
+	# gfortran >= 10 rejects NPB's calls that pass differing types to MPI,
+	# and randi8.f's X'...' constants
+	[[ ${v:-0} =~ ^[0-9]+$ ]] && [ "${v:-0}" -ge 10 ] && ff="$ff -fallow-argument-mismatch -fallow-invalid-boz"
 	cat <<EOF
 # written by rdmach nas/run-nas.sh for $p
 MPIFC = $p/bin/mpif90
