@@ -29,8 +29,8 @@
 # Environment: MPICH_INSTALLS (build), NAS_BUILD (build/nas), NAS_CFLAGS,
 # NAS_FFLAGS (-O3), RDMACH_STATS=1 as --stats.
 # Writes OUT/table.txt, table.csv (medians per benchmark/class/np/MPI and
-# ours' time over each MPI's), runs.csv (every run), ratios.png, and the
-# raw logs in OUT/logs/.  Exit status 0 only if every run verified.
+# ours' time over each MPI's), table.md (the side-by-side table in Markdown),
+# runs.csv (every run), ratios.png, and the raw logs in OUT/logs/.  Exit status 0 only if every run verified.
 set -u
 set -o pipefail
 
@@ -330,7 +330,7 @@ out=$(abspath "${out:-$repo/results/nas-$(date +%Y%m%d-%H%M%S)}")
 logs=$out/logs
 mkdir -p "$logs" || die "cannot create $logs"
 # an earlier run's tables in this folder would be taken for this one's
-rm -f "$out"/table.txt "$out"/table.csv "$out"/runs.csv "$out"/ratios.png
+rm -f "$out"/table.txt "$out"/table.csv "$out"/table.md "$out"/runs.csv "$out"/ratios.png
 records=$logs/runs.partial.tsv
 : >"$records"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -534,21 +534,29 @@ aggregate() {	# mode -> text or csv, from the records
 			for (mi = 1; mi <= nm; mi++) printf " %12s", M[mi]
 			printf "  %-16s %8s\n", "fastest other", ref "/it"
 		}
-		if ((mode == "text" && nm > 1) || mode == "plot") {
+		if (mode == "md") {
+			printf "| bench | class | np |"; for (mi = 1; mi <= nm; mi++) printf " %s |", M[mi]
+			printf " %s / fastest other |\n|---|---|---|", ref; for (mi = 1; mi <= nm; mi++) printf "---:|"; printf "---|\n"
+		}
+		if ((mode == "text" && nm > 1) || mode == "plot" || mode == "md") {
 			if (mode == "plot") { printf "run"; for (mi = 2; mi <= nm; mi++) printf "\t%s/%s", ref, M[mi]; printf "\n" }
 			for (ci = 1; ci <= nc; ci++) for (ni = 1; ni <= nn; ni++) for (bi = 1; bi <= nb; bi++) {
 				kr = B[bi] SUBSEP C[ci] SUBSEP N[ni] SUBSEP ref
 				if (!(kr in runs)) continue
 				rs = med(secs[kr]); best = ""; bm = ""
 				if (mode == "text") printf "%-5s %-5s %4d", toupper(B[bi]), C[ci], N[ni]
+				else if (mode == "md") printf "| %s | %s | %d |", toupper(B[bi]), C[ci], N[ni]
 				else printf "%s.%s.%d", toupper(B[bi]), C[ci], N[ni]
 				for (mi = 1; mi <= nm; mi++) {
 					k = B[bi] SUBSEP C[ci] SUBSEP N[ni] SUBSEP M[mi]; s = med(secs[k])
 					if (mode == "text") printf " %12s", (k in runs) ? (s == "" ? "FAIL" : f2(s)) : "-"
+					else if (mode == "md") printf " %s |", (k in runs) ? (s == "" ? "FAIL" : f2(s)) : "-"
 					else if (mi > 1) printf "\t%s", (r = ratio(rs, s)) == "" ? "?" : r
 					if (mi > 1 && s != "" && (best == "" || s + 0 < best + 0)) { best = s; bm = M[mi] }
 				}
-				if (mode == "text") { r = ratio(rs, best); printf "  %-16s %8s\n", bm == "" ? "-" : bm, r == "" ? "-" : sprintf("%.2f", r) }
+				r = ratio(rs, best)
+				if (mode == "text") printf "  %-16s %8s\n", bm == "" ? "-" : bm, r == "" ? "-" : sprintf("%.2f", r)
+				else if (mode == "md") printf " %s |\n", r == "" ? "-" : sprintf("%.2f (%s)", r, bm)
 				else printf "\n"
 			}
 		}
@@ -585,6 +593,7 @@ aggregate text >>"$out/table.txt.tmp"
 	fi
 } >>"$out/table.txt.tmp"
 aggregate csv >"$out/table.csv.tmp"
+[ ${#mpi_names[@]} -gt 1 ] && aggregate md >"$out/table.md.tmp"
 {
 	echo "round,bench,class,np,mpi,status,seconds,mops,wall_seconds,ranks_counted,bytes,packets,stalls,zcopy,pipelined,rcache_hits,rcache_misses,log"
 	tr '\t' ',' <"$records"
@@ -628,6 +637,7 @@ EOF
 fi
 
 mv "$out/table.csv.tmp" "$out/table.csv"
+[ -f "$out/table.md.tmp" ] && mv "$out/table.md.tmp" "$out/table.md"
 mv "$out/runs.csv.tmp" "$out/runs.csv"
 [ "$plot_ok" = 1 ] && mv "$out/ratios.png.tmp" "$out/ratios.png"
 mv "$out/table.txt.tmp" "$out/table.txt"
@@ -637,7 +647,7 @@ trap - INT TERM
 
 cat "$out/table.txt"
 echo
-echo "$prog: $out/table.txt, table.csv, runs.csv$([ "$plot_ok" = 1 ] && echo ', ratios.png'); logs in $logs"
+echo "$prog: $out/table.txt, table.csv$([ -f "$out/table.md" ] && echo ', table.md'), runs.csv$([ "$plot_ok" = 1 ] && echo ', ratios.png'); logs in $logs"
 if [ ${#failures[@]} -gt 0 ]; then
 	echo "$prog: ${#failures[@]} run(s) FAILED:" >&2
 	printf '  %s\n' "${failures[@]}" >&2
