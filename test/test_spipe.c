@@ -893,7 +893,7 @@ static int case_derive(void)
 	CHECK(s.sp.q256 == 512, "q256 %u", s.sp.q256);
 	CHECK(s.sp.buf_size == 256u << 10, "buf %llu",
 	      (unsigned long long)s.sp.buf_size);
-	CHECK(s.sp_threshold >= 32768 && s.sp_threshold <= (1u << 20),
+	CHECK(s.sp_threshold >= 65536 && s.sp_threshold <= (1u << 20),
 	      "threshold %llu", (unsigned long long)s.sp_threshold);
 	/* clamps */
 	m.bnet = 1e6;
