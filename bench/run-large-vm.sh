@@ -113,7 +113,16 @@ inner() {
 
 # ----------------------------------------------------------------- host --
 col() {	# FILE COLUMN: "size value" rows of rdmach_large's table
-	awk -v c="$2" '!/^#/ && NF >= 5 { print $1, $c }' "$1"
+	awk -v c="$2" '$1 ~ /^[0-9]+$/ && NF == 5 { print $1, $c }' "$1"
+}
+
+# join SIZE-FILE FILE...: per size of the first file, its value and each
+# other file's value for that size (0 when missing)
+join_sizes() {
+	awk 'FNR == 1 { f++ } !/^#/ && NF >= 2 { v[f, $1] = $2; if (f == 1) s[++n] = $1 }
+	     END { for (i = 1; i <= n; i++) { printf "%s", s[i]
+		   for (j = 1; j <= f; j++) printf " %s", ((j, s[i]) in v) ? v[j, s[i]] : 0
+		   printf "\n" } }' "$@"
 }
 
 report() {
@@ -141,7 +150,7 @@ report() {
 			read_bw write_bw pipe-1st spipe-1st zc-1st auto-1st \
 			pipe-best spipe-bst zc-best auto-best m-spipe m-zc2reg m-zchit \
 			autoB-1st autoB-bst
-		paste "$out/ib_read_bw.txt" "$out/ib_write_bw.txt" \
+		join_sizes "$out/ib_read_bw.txt" "$out/ib_write_bw.txt" \
 			"$out/pipeline-first.txt" "$out/superpipeline-first.txt" \
 			"$out/zcopy-first.txt" "$out/auto-first.txt" \
 			"$out/pipeline-best.txt" "$out/superpipeline-best.txt" \
@@ -150,7 +159,7 @@ report() {
 			"$out/model-zcopy-hit.txt" "$out/auto-builtin-first.txt" \
 			"$out/auto-builtin-best.txt" 2>/dev/null |
 			awk '{ printf "%-9s %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %7.2f %7.2f %7.2f | %8.2f %8.2f\n",
-				$1, $2, $4, $6, $8, $10, $12, $14, $16, $18, $20, $22, $24, $26, $28, $30 }' |
+				$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 }' |
 			tee "$out/table.txt"
 		echo
 		echo "# targets"

@@ -18,7 +18,7 @@
 
 #define IB_TUNE_REG_SMALL 4096u
 #define IB_TUNE_REG_LARGE (1u << 20)
-#define IB_TUNE_NET_LARGE (1u << 20)
+#define IB_TUNE_NET_LARGE (256u << 10)
 #define IB_TUNE_GAP_WRS 32
 
 static double ib_tune_now(void)
@@ -176,14 +176,14 @@ static int ib_tune_net(struct ib_dev *dev, uint8_t *region,
 
 	if (ib_tune_lb_open(dev, region, len, &lb))
 		goto out;
-	for (i = 0; i < 8; i++) {
+	for (i = 0; i < 4; i++) {
 		t = ib_tune_lb_writes(&lb, 1, 8, IB_TUNE_NET_LARGE);
 		if (t <= 0)
 			goto out;
 		if (rtt == 0 || t < rtt)
 			rtt = t;
 	}
-	for (i = 0; i < 3 && (i < 1 || ib_tune_now() < deadline); i++) {
+	for (i = 0; i < 2 && (i < 1 || ib_tune_now() < deadline); i++) {
 		t = ib_tune_lb_writes(&lb, IB_TUNE_GAP_WRS, 64,
 				      IB_TUNE_NET_LARGE);
 		if (t > 0 && (burst == 0 || t < burst))

@@ -6,7 +6,7 @@
  *               ordinary (4 KiB-page) memory, best of a few;
  *   lambda_net, B_net, g   RDMA writes between two QPs of this device
  *               connected to each other (loopback): an 8-byte write's
- *               completion is a round trip, a 1 MiB one gives the
+ *               completion is a round trip, a 256 KiB one gives the
  *               bandwidth, 32 back-to-back writes the per-write gap.
  * Bounded by a budget (IB_TUNE_BUDGET_S); the time taken is reported.
  *
