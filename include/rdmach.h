@@ -118,7 +118,8 @@ typedef struct rdmach_stats {
     uint64_t why_predicted;       /* zero-copy: new, its size class reuses */
     uint64_t why_model;           /* zero-copy: new, registering is cheaper */
     uint64_t why_new;             /* superpipeline: a new buffer */
-    uint64_t why_no_payoff;       /* superpipeline: seen before, but
+    uint64_t why_no_payoff;       /* superpipeline: zero-copy was wanted (seen
+                                   * before, or by the model) but
                                    * registrations of its size go unused */
     uint64_t why_forced;          /* RDMACH_LARGE forced the protocol */
     uint64_t why_below;           /* a copy protocol: under zero-copy's threshold

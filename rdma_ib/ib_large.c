@@ -258,6 +258,7 @@ void ib_large_choose(struct ib_large *lg, struct rdmach_rcache *rc,
 	int sp = sp_room && total >= lg->sp_threshold;
 	const struct ib_large_class *c = &lg->cls[lg_class(total)];
 	const struct tune_machine *m = &lg->tune.m;
+	int model;
 
 	ch->probe = RDMACH_RCACHE_NEW;
 	ch->why = IB_WHY_FORCED;
@@ -294,17 +295,21 @@ void ib_large_choose(struct ib_large *lg, struct rdmach_rcache *rc,
 		ch->why = IB_WHY_PREDICTED;
 		return;
 	}
-	if (ch->probe == RDMACH_RCACHE_NEW &&
-	    tune_t_zcopy(m, total, 2) <=
-	    (sp ? tune_t_spipe(m, &lg->sp, total) :
-		  tune_t_ring(m, total, lg->ring_chunk))) {
+	model = ch->probe == RDMACH_RCACHE_NEW &&
+		tune_t_zcopy(m, total, 2) <=
+		(sp ? tune_t_spipe(m, &lg->sp, total) :
+		      tune_t_ring(m, total, lg->ring_chunk));
+	if (model && lg_payoff(c)) {
 		ch->why = IB_WHY_MODEL;
 		return;
 	}
 	if (sp) {
+		/* zero-copy was wanted (seen, or cheaper by the model) but the
+		 * registrations of this size are not reused: no more of them,
+		 * the cache is not filled with buffers sent once */
 		ch->proto = IB_PROTO_SPIPE;
-		ch->why = ch->probe == RDMACH_RCACHE_SEEN ? IB_WHY_NO_PAYOFF :
-							    IB_WHY_NEW;
+		ch->why = ch->probe == RDMACH_RCACHE_SEEN || model ?
+			  IB_WHY_NO_PAYOFF : IB_WHY_NEW;
 		return;
 	}
 	/* seen, registrations do not pay: the ring's copy (under the

@@ -23,9 +23,10 @@
  *
  * Learning, per size class (log2 of the length), decayed: sends of
  * buffers seen before vs new ones (rule 3), and the registrations the auto
- * choice made vs the cache hits that followed (rule 2's payoff: with 8
- * registrations or more and fewer hits than half of them, a buffer seen
- * again still goes through the superpipeline).  An application that never
+ * choice made vs the cache hits that followed (the payoff of rules 2-4:
+ * with 8 registrations or more and fewer hits than half of them, the
+ * class registers no more and goes through the superpipeline, counted as
+ * "no payoff").  An application that never
  * sends a buffer twice (allocate, send, free) thus never registers and
  * never fills the cache; one that reuses its buffers goes zero-copy from
  * the second send on.
@@ -66,8 +67,9 @@ enum ib_large_why {
 	IB_WHY_PREDICTED,	/* zero-copy: new, its size class reuses */
 	IB_WHY_MODEL,		/* zero-copy: new, registering is cheaper */
 	IB_WHY_NEW,		/* superpipeline: new buffer */
-	IB_WHY_NO_PAYOFF,	/* superpipeline: seen, but registrations in
-				 * its size class are not reused */
+	IB_WHY_NO_PAYOFF,	/* superpipeline: zero-copy was wanted (seen,
+				 * or by the model), but registrations in its
+				 * size class are not reused */
 	IB_WHY_FORCED,		/* RDMACH_LARGE */
 	IB_WHY_BELOW,		/* under a threshold: zero-copy's (or
 				 * RDMACH_ZCOPY=0), so a copy protocol;

@@ -24,6 +24,7 @@
 
 #include "core/log.h"
 #include "lib/tst.h"
+#include "proto/tune.h"
 
 #define SP_PAY 4080u			/* payload of a 4 KiB block */
 #define SP_BUF_PAY (16u * SP_PAY)	/* of a 64 KiB buffer */
@@ -49,11 +50,49 @@ static void sp_env(const struct sp_case *sc)
 	setenv("RDMACH_SPIPE_Q", "2", 1);
 }
 
+/* A tuning file for this host's first device (port 1) in which
+ * registering costs nothing; RDMACH_TUNE names it. */
+static int sp_tune_file(struct tst *t)
+{
+	struct tune_machine m;
+	struct tune_key k;
+	char dev[64] = "", path[96], text[2048];
+	FILE *f = popen("ls /sys/class/infiniband 2>/dev/null | head -n1", "r");
+	int n;
+
+	if (!f || !fgets(dev, sizeof(dev), f)) {
+		if (f)
+			pclose(f);
+		return tst_fail(t, "no device name");
+	}
+	pclose(f);
+	dev[strcspn(dev, "\n")] = '\0';
+	tune_machine_default(&m);
+	m.lat_reg = 1e-9;
+	m.breg = 1e15;
+	tune_key_local(&k, dev, 1);
+	n = tune_format(&m, &k, text, sizeof(text));
+	snprintf(path, sizeof(path), "/tmp/rdmach-test-tune-%d.conf",
+		 (int)getpid());
+	f = fopen(path, "w");
+	if (n < 0 || !f || fwrite(text, 1, (size_t)n, f) != (size_t)n) {
+		if (f)
+			fclose(f);
+		return tst_fail(t, "cannot write %s", path);
+	}
+	fclose(f);
+	setenv("RDMACH_TUNE", path, 1);
+	setenv("RDMACH_TUNE_FILE_WRITTEN", "1", 1);
+	return 0;
+}
+
 static int sp_connect(struct tst *t, const struct sp_case *sc)
 {
 	if (!tst_have_ib_device())
 		return tst_skip(t, "no RDMA device");
 	sp_env(sc);
+	if (sc->shape == 3 && !strcmp(sc->large, "auto") && sp_tune_file(t))
+		return -1;
 	if (tst_connect(t, &t->ctx))
 		return tst_fail(t, "init/connect over ib failed");
 	return 0;
@@ -441,7 +480,10 @@ static int sp_kill(struct tst *t)
  *          it), then cache hits;
  * shape 2: every buffer sent twice and never again: the registrations of
  *          the second sends are not reused, so after a few the auto
- *          choice stops making them (no payoff).
+ *          choice stops making them (no payoff);
+ * shape 3: allocate-send-free on a machine where registering is free (a
+ *          tuning file says so): the model sends new buffers zero-copy,
+ *          until 8 registrations that nothing reused stop it (no payoff).
  */
 static int sp_auto(struct tst *t)
 {
@@ -458,6 +500,8 @@ static int sp_auto(struct tst *t)
 	if (t->rank == 1)
 		return tst_get_all(t, tst_conn(t, 0), 0, seed,
 				   (uint64_t)len * (sc->shape == 2 ? 2 * n : n));
+	if (sc->shape == 3 && !getenv("RDMACH_TUNE_FILE_WRITTEN"))
+		return tst_fail(t, "the tuning file was not set up");
 	for (i = 0; i < n; i++) {
 		uint8_t *b = keep;
 		int k, times = sc->shape == 2 ? 2 : 1;
@@ -522,12 +566,18 @@ static int sp_auto(struct tst *t)
 			  st.zcopy_msgs == (uint64_t)n - 1, "reuse: want 1 "
 			  "new, 1 reuse, %d hits", n - 2);
 		break;
-	default:
+	case 2:
 		TST_CHECK(t, st.why_no_payoff > 0 && st.why_reuse >= 8 &&
 			  st.why_hit == 0, "send-twice: the unpaid "
 			  "registrations did not stop (%llu reuse, %llu no "
 			  "payoff)", (unsigned long long)st.why_reuse,
 			  (unsigned long long)st.why_no_payoff);
+		break;
+	default:
+		TST_CHECK(t, st.why_model == 8 && st.zcopy_msgs == 8 &&
+			  st.why_no_payoff == (uint64_t)n - 8 &&
+			  st.spipe_msgs == (uint64_t)n - 8, "free registration: "
+			  "want 8 by the model, then %d without payoff", n - 8);
 		break;
 	}
 	return 0;
@@ -548,6 +598,7 @@ static const struct sp_case c_kill_r = { "superpipeline", "64K", "3", 1 };
 static const struct sp_case c_auto_asf = { "auto", "64K", "3", 0 };
 static const struct sp_case c_auto_reuse = { "auto", "64K", "3", 1 };
 static const struct sp_case c_auto_twice = { "auto", "64K", "3", 2 };
+static const struct sp_case c_auto_model = { "auto", "64K", "3", 3 };
 
 #define SP_VICTIM(r) { r == 0 ? -SIGKILL : 0, r == 1 ? -SIGKILL : 0 }
 
@@ -578,6 +629,8 @@ static const struct tst_case cases[] = {
 	{ "auto_reuse", 2, sp_auto, TST_NO_CTX, &c_auto_reuse, { 0 } },
 	{ "auto_send_twice_no_payoff", 2, sp_auto, TST_NO_CTX, &c_auto_twice,
 	  { 0 } },
+	{ "auto_free_registration_model", 2, sp_auto, TST_NO_CTX,
+	  &c_auto_model, { 0 } },
 };
 
 int main(int argc, char **argv)
