@@ -32,10 +32,8 @@ int main(int argc, char *argv[])
 	if (argc == 2 && !strcmp(argv[1], "--tune"))
 		return info_tune();
 	if (argc > 1 && strcmp(argv[1], "-c")) {
-		fprintf(stderr, "usage: %s [-c | --tune]\n  prints the "
-			"transports built in and every RDMACH_* environment "
-			"knob;\n  --tune: the ib device's large-message tuning\n",
-			argv[0]);
+		fprintf(stderr, "usage: %s [-c]\n  prints the transports built "
+			"in and every RDMACH_* environment knob\n", argv[0]);
 		return 2;
 	}
 	printf("# rdmach API version %d\n", RDMACH_API_VERSION);
