@@ -70,10 +70,14 @@ static int ib_tune_reg(struct ib_dev *dev, struct tune_machine *m)
 #endif
 	memset(buf, 3, len);
 	small = ib_tune_reg_once(dev, buf, IB_TUNE_REG_SMALL, 3);
-	large = ib_tune_reg_once(dev, buf, len, 2);
+	large = ib_tune_reg_once(dev, buf, len, 3);
 	free(buf);
-	if (small <= 0 || large <= small)
+	if (small <= 0 || large <= 0)
 		return -EIO;
+	/* the per-page cost may hide in the noise of the fixed one (an
+	 * emulated CPU, a loaded host): then it is at most a tenth of it */
+	if (large - small < small / 10)
+		large = small + small / 10;
 	m->breg = (double)(len - IB_TUNE_REG_SMALL) / (large - small);
 	m->lat_reg = small - IB_TUNE_REG_SMALL / m->breg;
 	if (m->lat_reg <= 0)
