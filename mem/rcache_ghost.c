@@ -25,6 +25,7 @@ RDMACH_KNOB_TABLE(rcache_ghost, ghost_knobs);
 struct gh_entry {
 	uintptr_t start, end;	/* page-aligned; end == 0: free slot */
 	uint64_t stamp;		/* last noted or seen */
+	unsigned int sends;	/* times noted */
 };
 
 struct rdmach_rcache_ghosts {
@@ -141,7 +142,9 @@ void rdmach_rcache_ghost_note(struct rdmach_rcache_ghosts *g, const void *addr,
 		e = victim;
 		e->start = s;
 		e->end = end;
+		e->sends = 0;
 	}
+	e->sends++;
 	e->stamp = ++g->clock;
 	pthread_mutex_unlock(&g->lock);
 }
@@ -161,6 +164,24 @@ int rdmach_rcache_ghost_seen(struct rdmach_rcache_ghosts *g, const void *addr,
 		e->stamp = ++g->clock;
 	pthread_mutex_unlock(&g->lock);
 	return e != NULL;
+}
+
+unsigned int rdmach_rcache_ghost_sends(struct rdmach_rcache_ghosts *g,
+				       const void *addr, size_t len)
+{
+	struct gh_entry *e;
+	uintptr_t s, end;
+	unsigned int n = 0;
+
+	if (!g || !g->max || gh_range(g, addr, len, &s, &end))
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	rdmach_memhooks_poll(&g->cursor, gh_drop, g);
+	e = gh_find(g, s, end);
+	if (e)
+		n = e->sends;
+	pthread_mutex_unlock(&g->lock);
+	return n;
 }
 
 unsigned int rdmach_rcache_ghost_count(struct rdmach_rcache_ghosts *g)

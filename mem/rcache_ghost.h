@@ -48,6 +48,10 @@ void rdmach_rcache_ghost_note(struct rdmach_rcache_ghosts *g, const void *addr,
 /* Is [addr, addr+len) covered by a ghost (released memory applied first)? */
 int rdmach_rcache_ghost_seen(struct rdmach_rcache_ghosts *g, const void *addr,
 			     size_t len);
+/* How many times the ghost covering [addr, addr+len) was noted since its
+ * memory was last released (0: none covers it). */
+unsigned int rdmach_rcache_ghost_sends(struct rdmach_rcache_ghosts *g,
+				       const void *addr, size_t len);
 /* Ghosts alive (for tests). */
 unsigned int rdmach_rcache_ghost_count(struct rdmach_rcache_ghosts *g);
 

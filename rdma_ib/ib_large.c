@@ -216,10 +216,12 @@ static int lg_class(size_t total)
  * eighth of it (a small header beside the payload does not decide), the
  * worst of them. */
 static int lg_probe(struct ib_large *lg, struct rdmach_rcache *rc,
-		    const struct iovec *iov, int iovcnt, size_t total)
+		    const struct iovec *iov, int iovcnt, size_t total,
+		    unsigned int *sends)
 {
 	int i, worst = RDMACH_RCACHE_HIT, any = 0, pass;
 
+	*sends = UINT32_MAX;
 	for (pass = 0; pass < 2 && !any; pass++) {
 		for (i = 0; i < iovcnt && worst != RDMACH_RCACHE_NEW; i++) {
 			int r;
@@ -232,8 +234,18 @@ static int lg_probe(struct ib_large *lg, struct rdmach_rcache *rc,
 						iov[i].iov_len);
 			if (r < worst)
 				worst = r;
+			if (r == RDMACH_RCACHE_SEEN) {
+				unsigned int n = rdmach_rcache_ghost_sends(
+					lg->ghosts, iov[i].iov_base,
+					iov[i].iov_len);
+
+				if (n < *sends)
+					*sends = n;
+			}
 		}
 	}
+	if (worst != RDMACH_RCACHE_SEEN)
+		*sends = 0;
 	return worst;
 }
 
@@ -261,6 +273,7 @@ void ib_large_choose(struct ib_large *lg, struct rdmach_rcache *rc,
 	int model;
 
 	ch->probe = RDMACH_RCACHE_NEW;
+	ch->sends = 0;
 	ch->why = IB_WHY_FORCED;
 	switch (lg->mode) {
 	case IB_LARGE_ZCOPY:
@@ -275,7 +288,8 @@ void ib_large_choose(struct ib_large *lg, struct rdmach_rcache *rc,
 	default:
 		break;
 	}
-	ch->probe = lg_probe(lg, zc ? rc : NULL, iov, iovcnt, total);
+	ch->probe = lg_probe(lg, zc ? rc : NULL, iov, iovcnt, total,
+			     &ch->sends);
 	if (!zc) {	/* under the zero-copy threshold, or RDMACH_ZCOPY=0 */
 		ch->proto = sp ? IB_PROTO_SPIPE : IB_PROTO_RING;
 		ch->why = IB_WHY_BELOW;
@@ -359,6 +373,8 @@ void ib_large_started(struct ib_large *lg, const struct ib_large_choice *ch,
 		c->hits++;
 	else if (ch->proto == IB_PROTO_ZCOPY)
 		c->regs++;
+	else if (ch->probe == RDMACH_RCACHE_SEEN && ch->sends >= 2)
+		c->hits++;	/* registered at its second send, a hit now */
 	lg_decay(&c->regs, &c->hits);
 	/* a registration covers it now, but it may be evicted: a ghost
 	 * keeps it "seen" either way */

@@ -26,7 +26,9 @@
  * choice made vs the cache hits that followed (the payoff of rules 2-4:
  * with 8 registrations or more and fewer hits than half of them, the
  * class registers no more and goes through the superpipeline, counted as
- * "no payoff").  An application that never
+ * "no payoff"); a buffer sent a third time without a registration counts
+ * as the hit a registration would have had, so a class that stopped
+ * registering learns when its buffers come back.  An application that never
  * sends a buffer twice (allocate, send, free) thus never registers and
  * never fills the cache; one that reuses its buffers goes zero-copy from
  * the second send on.
@@ -105,6 +107,7 @@ struct ib_large_choice {
 	enum ib_large_proto proto;
 	enum ib_large_why why;
 	int probe;			/* enum rdmach_rcache_probe_result */
+	unsigned int sends;		/* SEEN: times sent before */
 };
 
 /* Knobs, tuning, derivation.  zc_enabled/zc_threshold: the zero-copy

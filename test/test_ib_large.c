@@ -321,10 +321,46 @@ static int t_model_decay(void)
 	return 0;
 }
 
+/* A class that stopped registering (allocate-send-free) learns that its
+ * buffers now come back (a reuse phase) and goes zero-copy again. */
+static int t_recover(void)
+{
+	struct fix f;
+	struct ib_large_choice ch;
+	uint8_t *b;
+	int i, zc_at = -1;
+
+	CHECK(!fix_init(&f, IB_LARGE_AUTO), "setup");
+	f.lg.tune.m.lat_reg = 1e-9;	/* the model registers new buffers */
+	f.lg.tune.m.breg = 1e15;
+	for (i = 0; i < 12; i++) {
+		b = map(LEN);
+		CHECK(b, "mmap");
+		put(&f, b, LEN, 1);
+		munmap(b, LEN);
+	}
+	ch = put(&f, (b = map(LEN)), LEN, 1);
+	WANT(ch, IB_PROTO_SPIPE, IB_WHY_NO_PAYOFF, "after the allocate-send-"
+	     "free phase");
+	for (i = 0; i < 20 && zc_at < 0; i++) {
+		ch = put(&f, b, LEN, 1);
+		if (ch.proto == IB_PROTO_ZCOPY)
+			zc_at = i;
+	}
+	CHECK(zc_at >= 0 && zc_at <= 8, "reuse phase: zero-copy again after "
+	      "%d sends", zc_at);
+	ch = put(&f, b, LEN, 1);
+	WANT(ch, IB_PROTO_ZCOPY, IB_WHY_HIT, "then cache hits");
+	munmap(b, LEN);
+	fix_free(&f);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } cases[] = {
+	{ "large_recover_after_no_payoff", t_recover },
 	{ "large_rules", t_rules },
 	{ "large_header_piece", t_header },
 	{ "large_thresholds_forced", t_thresholds_forced },

@@ -156,9 +156,13 @@ static int t_lru(void)
 	      rdmach_rcache_ghost_seen(g, p + 4 * pg, pg) &&
 	      rdmach_rcache_ghost_seen(g, p + 40 * pg, pg),
 	      "not the least recently used ghost went");
-	/* noting a range again refreshes, no new entry */
+	/* noting a range again refreshes and counts, no new entry */
 	rdmach_rcache_ghost_note(g, p + 40 * pg, pg);
 	CHECK(rdmach_rcache_ghost_count(g) == 4, "a refresh added a ghost");
+	CHECK(rdmach_rcache_ghost_sends(g, p + 40 * pg, pg) == 2 &&
+	      rdmach_rcache_ghost_sends(g, p, pg) == 1 &&
+	      rdmach_rcache_ghost_sends(g, p + 2 * pg, pg) == 0,
+	      "sends counted wrong");
 	rdmach_rcache_ghosts_destroy(g);
 	/* 0 ghosts: nothing is ever SEEN */
 	CHECK(!rdmach_rcache_ghosts_create(1, &g), "setup");
