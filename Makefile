@@ -2,10 +2,24 @@
 # `make check` runs the test suite; `make bench` the benchmarks.
 # BUILD=asan builds everything with AddressSanitizer + UBSan in build-asan/.
 
+# channel/build-mpich.sh reads MPICH_SRC and PREFIX (MPICH's prefix) from
+# the environment: keep the environment's values, which config.mk's
+# assignments would hide (a command-line value beats config.mk anyway).
+MPICH_ENV_SRC := $(if $(filter environment%,$(origin MPICH_SRC)),$(MPICH_SRC))
+MPICH_ENV_PREFIX := $(if $(filter environment%,$(origin PREFIX)),$(PREFIX))
+
 ifeq ($(wildcard config.mk),)
 $(shell ./configure >/dev/null)
 endif
 include config.mk
+
+# Install directories (./configure --prefix, --bindir, --libdir,
+# --includedir; `make install PREFIX=... DESTDIR=...`); the defaults
+# follow PREFIX, also when it is given on make's command line.
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
 BUILD ?= release
 ifeq ($(BUILD),asan)
@@ -37,6 +51,12 @@ LIBS += -libverbs
 endif
 LIB_OBJS := $(LIB_SRCS:%.c=$(O)/obj/%.o)
 LIB := $(O)/lib/librdmach.a
+# Library version: the major is RDMACH_API_VERSION (include/rdmach.h) and
+# names the soname (librdmach.so.1); minor.patch are set here.
+SOMAJOR := $(shell sed -n 's/^\#define RDMACH_API_VERSION \([0-9][0-9]*\).*/\1/p' include/rdmach.h)
+VERSION := $(SOMAJOR).0.0
+SONAME := librdmach.so.$(SOMAJOR)
+SOLIB_REAL := $(O)/lib/librdmach.so.$(VERSION)
 SOLIB := $(O)/lib/librdmach.so
 
 TOOL_SRCS := $(wildcard tools/*.c)
@@ -50,7 +70,7 @@ TESTS := $(TEST_SRCS:test/%.c=$(O)/test/%)
 BENCHES := $(BENCH_SRCS:bench/%.c=$(O)/bin/%)
 TEST_LIB_OBJS := $(TEST_LIB_SRCS:%.c=$(O)/obj/%.o)
 
-all: $(LIB) $(SOLIB) $(TOOLS) $(TESTS) $(BENCHES)
+all: $(LIB) $(SOLIB) $(O)/lib/$(SONAME) $(TOOLS) $(TESTS) $(BENCHES)
 
 $(O)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -67,9 +87,15 @@ $(LIB): $(O)/obj/rdmach.o
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(SOLIB): $(LIB_OBJS)
+$(SOLIB_REAL): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS) $(LIBS)
+
+# librdmach.so.1 (what programs load) and librdmach.so (what -lrdmach finds)
+$(SOLIB) $(O)/lib/$(SONAME): $(SOLIB_REAL)
+	ln -sf $(<F) $@
+
+$(O)/obj/tools/%.o: CFLAGS += -DRDMACH_VERSION='"$(VERSION)"'
 
 $(O)/bin/%: $(O)/obj/tools/%.o $(LIB)
 	@mkdir -p $(@D)
@@ -93,8 +119,68 @@ mpi-bench: $(MPI_BENCH_SRCS)
 
 # MPICH built from its own source with the CH3 channel "rdma" (channel/),
 # installed into build/mpich-install: see channel/build-mpich.sh.
+# MPICH_SRC: make's command line, else the environment, else ./configure
+# --with-mpich-src; PREFIX only from the environment (rdmach's own PREFIX
+# is not MPICH's).  MPICH_STEPS="fetch ..." runs only those steps.
 mpich: $(LIB)
-	RDMACH_BUILD=$(abspath $(O)) channel/build-mpich.sh
+	env -u PREFIX $(if $(MPICH_ENV_PREFIX),PREFIX='$(MPICH_ENV_PREFIX)') \
+		MPICH_SRC='$(or $(MPICH_ENV_SRC),$(MPICH_SRC))' \
+		RDMACH_BUILD=$(abspath $(O)) channel/build-mpich.sh $(MPICH_STEPS)
+
+# ./configure --prefix=DIR && make && make install: the library
+# (librdmach.a; librdmach.so.$(VERSION) with the soname and dev symlinks),
+# the public headers, lib/pkgconfig/rdmach.pc, and the programs rdmach_run,
+# rdmach_info, rdmach_latency, rdmach_bw (linked with librdmach.a: they
+# need no library path).  Every file, and every directory that did not
+# exist before, is listed in $(MANIFEST); `make uninstall` removes exactly
+# those (without it, the files this configuration would install).
+INSTALL_BINS := $(TOOLS) $(O)/bin/rdmach_latency $(O)/bin/rdmach_bw
+INSTALL_HEADERS := include/rdmach.h include/rdmach_pmi.h include/rdmach_launch.h
+INSTALLED := $(addprefix $(BINDIR)/,$(notdir $(INSTALL_BINS))) \
+	$(addprefix $(LIBDIR)/,librdmach.a $(notdir $(SOLIB_REAL)) $(SONAME) librdmach.so) \
+	$(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HEADERS))) $(PKGCONFIGDIR)/rdmach.pc
+MANIFEST := $(O)/install-manifest.txt
+# rdmach.pc: directories under the prefix relative to ${prefix}
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+# sh functions of the install recipe: mkdirs DIR, put MODE DIR FILE...,
+# link TARGET PATH; each records what it created in the manifest ($$m).
+INSTALL_SH = set -e; m='$(MANIFEST)'; \
+	mkdirs() { [ -d "$$1" ] && return 0; mkdirs "$$(dirname "$$1")"; \
+		mkdir "$$1"; echo "$$1" >>"$$m"; }; \
+	put() { mode=$$1; dir=$$2; shift 2; mkdirs "$$dir"; for f; do \
+		echo "install -m $$mode $$f $$dir/"; install -m "$$mode" "$$f" "$$dir/"; \
+		echo "$$dir/$$(basename "$$f")" >>"$$m"; done; }; \
+	link() { mkdirs "$$(dirname "$$2")"; echo "ln -sfn $$1 $$2"; \
+		ln -sfn "$$1" "$$2"; echo "$$2" >>"$$m"; }
+
+install: $(LIB) $(SOLIB_REAL) $(INSTALL_BINS) rdmach.pc.in
+	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(call pc_dir,$(LIBDIR))|' \
+	    -e 's|@includedir@|$(call pc_dir,$(INCLUDEDIR))|' -e 's|@version@|$(VERSION)|' \
+	    -e 's|@requires_private@|$(if $(filter 1,$(HAVE_IB)),$(IBVERBS_PC))|' \
+	    -e 's|@libs_private@|$(strip $(LIBS) -pthread)|' -e '/^[A-Za-z.]*: *$$/d' \
+	    rdmach.pc.in >$(O)/rdmach.pc
+	@$(INSTALL_SH); \
+	put 755 '$(DESTDIR)$(BINDIR)' $(INSTALL_BINS); \
+	put 644 '$(DESTDIR)$(LIBDIR)' $(LIB) $(SOLIB_REAL); \
+	link $(notdir $(SOLIB_REAL)) '$(DESTDIR)$(LIBDIR)/$(SONAME)'; \
+	link $(SONAME) '$(DESTDIR)$(LIBDIR)/librdmach.so'; \
+	put 644 '$(DESTDIR)$(INCLUDEDIR)' $(INSTALL_HEADERS); \
+	put 644 '$(DESTDIR)$(PKGCONFIGDIR)' $(O)/rdmach.pc; \
+	LC_ALL=C sort -u "$$m" -o "$$m"; \
+	echo "installed into $(DESTDIR)$(PREFIX) (list: $$m); programs outside the"; \
+	echo "tree: PKG_CONFIG_PATH=$(PKGCONFIGDIR) cc prog.c \$$(pkg-config --cflags --libs rdmach)"
+
+uninstall:
+	@m='$(MANIFEST)'; \
+	if [ -f "$$m" ]; then LC_ALL=C sort -ru "$$m"; else \
+		echo "uninstall: no $$m: removing what this configuration installs" >&2; \
+		printf '%s\n' $(addprefix '$(DESTDIR),$(addsuffix ',$(INSTALLED))); fi | \
+	while IFS= read -r p; do \
+		if [ -d "$$p" ] && [ ! -L "$$p" ]; then \
+			rmdir "$$p" 2>/dev/null && echo "rmdir $$p" || echo "kept $$p (not empty)"; \
+		elif [ -e "$$p" ] || [ -L "$$p" ]; then echo "rm $$p"; rm -f "$$p"; fi; \
+	done; rm -f "$$m"
 
 check: all
 	test/run-tests.sh
@@ -108,7 +194,7 @@ clean:
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check bench clean distclean mpi-bench mpich
+.PHONY: all check bench clean distclean mpi-bench mpich install uninstall
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

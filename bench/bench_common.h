@@ -38,6 +38,8 @@ struct bench_opts {
 	int batches;		/* -b: report the median batch (1 = mean) */
 	int pin;		/* -P: pin rank r to the r-th allowed CPU */
 	int first_touch;	/* -F: fresh buffer per message (rdmach_bw) */
+	size_t pool;		/* -C: cache-cold, messages walk a pool this big */
+	int bidir;		/* -B: both directions at once (bandwidth) */
 };
 
 /* Timestamps at batch boundaries of the timed iterations. */
@@ -104,7 +106,8 @@ static inline double bench_stamp_us(void)
 }
 #endif
 
-static inline int bench_parse_size(const char *s, size_t *out)
+/* A number with an optional binary suffix (K, M, G): "64K", "1G". */
+static inline int bench_parse_suffixed(const char *s, unsigned long long *out)
 {
 	char *end;
 	unsigned long long v;
@@ -118,7 +121,29 @@ static inline int bench_parse_size(const char *s, size_t *out)
 	case 'm': case 'M': v <<= 20; end++; break;
 	case 'g': case 'G': v <<= 30; end++; break;
 	}
-	if (*end != '\0' || v > BENCH_MAX_SIZE * 16ull)
+	if (*end != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* A message size, at most 16 x BENCH_MAX_SIZE. */
+static inline int bench_parse_size(const char *s, size_t *out)
+{
+	unsigned long long v;
+
+	if (bench_parse_suffixed(s, &v) || v > BENCH_MAX_SIZE * 16ull)
+		return -EINVAL;
+	*out = (size_t)v;
+	return 0;
+}
+
+/* A size without the message-size cap, not 0: "256M", "1G". */
+static inline int bench_parse_pool(const char *s, size_t *out)
+{
+	unsigned long long v;
+
+	if (bench_parse_suffixed(s, &v) || v == 0)
 		return -EINVAL;
 	*out = (size_t)v;
 	return 0;
@@ -171,6 +196,12 @@ static inline void bench_usage(const struct bench_opts *o, FILE *f)
 		"  -P          pin rank r to the r-th CPU this process may use (rdmach only)\n"
 		"  -F          first touch: a fresh mmap'd buffer for every message\n"
 		"              (rdmach_bw only)\n"
+		"  -C POOL     cache-cold: message k goes from/to the k-th slice of a\n"
+		"              POOL-byte buffer on each side (e.g. 256M, far above the\n"
+		"              last-level cache), walked in order, instead of one\n"
+		"              reused buffer\n"
+		"  -B          bidirectional bandwidth: both ranks send a window at\n"
+		"              once (bibw; MB/s counts both directions)\n"
 		"  -h          this help\n",
 		o->prog, o->kind == BENCH_LATENCY ? "0" : "1", BENCH_LARGE_MSG,
 		o->iters, o->iters_large, o->warmup, o->warmup_large,
@@ -209,7 +240,7 @@ static inline void bench_parse(int argc, char **argv, enum bench_kind kind,
 	o->window = 64;
 	o->timeout_s = 300;
 	o->batches = 1;
-	while ((c = getopt(argc, argv, "m:i:I:x:X:w:vt:ST:b:PFh")) != -1) {
+	while ((c = getopt(argc, argv, "m:i:I:x:X:w:vt:ST:b:PFC:Bh")) != -1) {
 		switch (c) {
 		case 'm':
 			if (bench_parse_range(optarg, &o->min_size,
@@ -239,6 +270,14 @@ static inline void bench_parse(int argc, char **argv, enum bench_kind kind,
 		case 'b': o->batches = (int)bench_parse_count(optarg, "-b"); break;
 		case 'P': o->pin = 1; break;
 		case 'F': o->first_touch = 1; break;
+		case 'C':
+			if (bench_parse_pool(optarg, &o->pool)) {
+				fprintf(stderr, "bad pool size '%s' (e.g. 256M)\n",
+					optarg);
+				exit(2);
+			}
+			break;
+		case 'B': o->bidir = 1; break;
 		case 'h': bench_usage(o, stdout); exit(0);
 		default: bench_usage(o, stderr); exit(2);
 		}
@@ -361,15 +400,53 @@ static inline long bench_check(const void *buf, size_t len, unsigned seed)
 	return -1;
 }
 
+/* The buffer of message k (counted over the whole run of one size): base
+ * itself, or with -C the k-th slot of the pool at base, walked in order
+ * and wrapping, so that every message touches memory that the last
+ * pool bytes of traffic have pushed out of the caches.  Slots are a page
+ * at least, so that small messages too land on lines (and pages) not
+ * touched since the last lap. */
+static inline char *bench_msg_buf(const struct bench_opts *o, char *base,
+				  size_t size, unsigned long k)
+{
+	size_t slot = size > 4096 ? size : 4096, per;
+
+	if (!o->pool)
+		return base;
+	per = o->pool / slot;
+	return base + (per ? k % per : 0) * slot;
+}
+
+/* Bytes to allocate for messages up to max_size: the pool with -C. */
+static inline size_t bench_buf_len(const struct bench_opts *o, size_t max_size)
+{
+	return o->pool > max_size ? o->pool : max_size;
+}
+
+/* " cache-cold pool 256 MiB" or "" for the header line. */
+static inline const char *bench_mode_desc(const struct bench_opts *o)
+{
+	static char d[96];
+
+	snprintf(d, sizeof(d), "%s%s", o->bidir ? ", bidirectional" : "",
+		 o->pool ? ", cache-cold pool" : "");
+	if (o->pool)
+		snprintf(d + strlen(d), sizeof(d) - strlen(d), " %zu MiB",
+			 o->pool >> 20);
+	return d;
+}
+
 static inline void bench_print_header(const struct bench_opts *o,
 				      const char *stack, const char *detail)
 {
 	if (o->kind == BENCH_LATENCY) {
-		printf("# %s Latency Test v1 (%s)\n", stack, detail);
+		printf("# %s Latency Test v1 (%s%s)\n", stack, detail,
+		       bench_mode_desc(o));
 		printf("# Size          Latency (us)\n");
 	} else {
-		printf("# %s Bandwidth Test v1 (%s, window %d)\n", stack, detail,
-		       o->window);
+		printf("# %s %s Test v1 (%s%s, window %d)\n", stack,
+		       o->bidir ? "Bi-Directional Bandwidth" : "Bandwidth",
+		       detail, bench_mode_desc(o), o->window);
 		printf("# Size      Bandwidth (MB/s)\n");
 	}
 	fflush(stdout);

@@ -43,9 +43,9 @@ if echo 'set terminal' | gnuplot 2>&1 | grep -q pngcairo; then
 	term="pngcairo noenhanced font 'Sans,11' linewidth 1.5"
 fi
 
-# Size labels: 1, 4, 16, 64, 256, 1K, ... 4M (every other power of two).
+# Size labels: 1, 4, 16, 64, 256, 1K, ... 64M (every other power of two).
 xtics=
-for ((e = 0; e <= 24; e += 2)); do
+for ((e = 0; e <= 26; e += 2)); do
 	s=$((1 << e))
 	if ((s >= 1 << 20)); then l="$((s >> 20))M"
 	elif ((s >= 1 << 10)); then l="$((s >> 10))K"

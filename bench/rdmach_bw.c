@@ -9,6 +9,9 @@
  * -F (first touch): every message goes from and to a fresh mmap'd buffer,
  * written before the put and unmapped after it (page faults, and for the
  * zero-copy path a registration-cache miss every time).
+ * -C POOL (cache-cold): message k goes from/to the k-th slice of a
+ * POOL-byte buffer on each side.  -B (bidirectional): both ranks put and
+ * get a window at once, no reply; the figure counts both directions.
  *
  * Starts two copies of itself when not under a PMI server.
  */
@@ -16,13 +19,15 @@
 
 #include <sys/mman.h>
 
-/* The buffer of one message: buf, or with -F a fresh mapping. */
-static char *bw_buf(const struct bench_opts *o, char *buf, size_t size)
+/* The buffer of message k: buf (or its k-th slice with -C), or with -F a
+ * fresh mapping. */
+static char *bw_buf(const struct bench_opts *o, char *buf, size_t size,
+		    unsigned long k)
 {
 	void *p;
 
 	if (!o->first_touch)
-		return buf;
+		return bench_msg_buf(o, buf, size, k);
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
@@ -56,7 +61,8 @@ static double bw_send(struct rb *b, const struct bench_opts *o, char *sbuf,
 		 * get runs while puts wait (zero-copy needs it). */
 		rb_cursor_set(&ack, abuf, sizeof(abuf));
 		for (j = 0; j < o->window; j++) {
-			char *p = bw_buf(o, sbuf, size);
+			char *p = bw_buf(o, sbuf, size,
+					 (unsigned long)(i * o->window + j));
 
 			if (o->validate)
 				bench_fill(p, size,
@@ -82,7 +88,8 @@ static void bw_recv(struct rb *b, const struct bench_opts *o, char *rbuf,
 	bench_iters(o, size, &iters, &warmup);
 	for (i = 0; i < warmup + iters; i++) {
 		for (j = 0; j < o->window; j++) {
-			char *p = bw_buf(o, rbuf, size);
+			char *p = bw_buf(o, rbuf, size,
+					 (unsigned long)(i * o->window + j));
 
 			rb_get_all(b, p, size);
 			if (o->validate)
@@ -95,12 +102,37 @@ static void bw_recv(struct rb *b, const struct bench_opts *o, char *rbuf,
 	}
 }
 
+/* -B, both ranks: put message j while getting the peer's message j. */
+static double bw_bidir(struct rb *b, const struct bench_opts *o, char *sbuf,
+		       char *rbuf, size_t size)
+{
+	struct bench_clock clk = { .n = 0, .per_batch = 1 };
+	struct rb_cursor s, r;
+	long i, iters, warmup;
+	int j;
+
+	bench_iters(o, size, &iters, &warmup);
+	for (i = 0; i < warmup + iters; i++) {
+		if (i >= warmup)
+			bench_clock_tick(&clk, o, iters, i - warmup);
+		for (j = 0; j < o->window; j++) {
+			unsigned long k = (unsigned long)(i * o->window + j);
+
+			rb_cursor_set(&s, bench_msg_buf(o, sbuf, size, k), size);
+			rb_cursor_set(&r, bench_msg_buf(o, rbuf, size, k), size);
+			rb_xfer(b, &s, &r, 1);
+		}
+	}
+	bench_clock_tick(&clk, o, iters, iters);
+	return 2.0 * (double)size * o->window / bench_clock_result(&clk);
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
 	struct rb b;
 	char detail[64];
-	char *buf;
+	char *buf, *rbuf;
 	size_t size;
 
 	bench_parse(argc, argv, BENCH_BW, &o);
@@ -109,21 +141,34 @@ int main(int argc, char **argv)
 			"empty messages)\n", o.prog);
 		return 2;
 	}
+	if (o.validate && (o.pool || o.bidir)) {
+		fprintf(stderr, "%s: -v goes with neither -C nor -B\n", o.prog);
+		return 2;
+	}
 	rb_start(&b, argc, argv, &o);
-	buf = bench_alloc(o.max_size);
+	buf = bench_alloc(bench_buf_len(&o, o.max_size));
+	rbuf = o.bidir ? bench_alloc(bench_buf_len(&o, o.max_size)) : buf;
 	if (b.rank == 0) {
 		snprintf(detail, sizeof(detail), "transport %s%s",
 			 rdmach_conn_transport(b.conn), o.pin ? ", pinned" : "");
 		bench_print_header(&o, "rdmach", detail);
 	}
 	for (size = o.min_size; size <= o.max_size; size *= 2) {
-		if (b.rank == 0)
+		if (o.bidir) {
+			double v = bw_bidir(&b, &o, buf, rbuf, size);
+
+			if (b.rank == 0)
+				bench_print_row(size, v);
+		} else if (b.rank == 0) {
 			bench_print_row(size, bw_send(&b, &o, buf, size));
-		else
+		} else {
 			bw_recv(&b, &o, buf, size);
+		}
 	}
 	if (o.stats)
 		rb_print_stats(&b);
+	if (rbuf != buf)
+		free(rbuf);
 	free(buf);
 	return rb_finish(&b);
 }

@@ -5,7 +5,8 @@
 #              rdmach_latency -t shm, mpi_latency under Debian's MPICH;
 #   bandwidth: rdmach_bw -t shm, mpi_bw under Debian's MPICH (mpiexec -n 2);
 # then the ratio summary (8-byte latency vs the floor, 1 MiB bandwidth vs
-# MPICH), the raw outputs under results/shm-DATE/ and PNG plots (plot.sh).
+# MPICH).  results/shm-DATE/ holds summary.txt, the tables and PNG plots
+# (plot.sh); every raw output is under results/shm-DATE/raw/.
 #
 # Builds nothing but `make mpi-bench` (`make bench` builds the rest first).
 # Environment:
@@ -37,10 +38,12 @@ bin=$O/bin
 
 die() { echo "run-shm.sh: $*" >&2; exit 1; }
 
-for b in raw_shm_pingpong rdmach_latency rdmach_bw; do
+for b in raw_shm_pingpong raw_shm_large rdmach_latency rdmach_bw; do
 	[ -x "$bin/$b" ] || die "$bin/$b missing: run 'make O=$O' first (or 'make bench')"
 done
-mkdir -p "$out" || die "cannot create $out"
+# on top: summary, tables, plots; every raw output underneath
+raw=$out/raw
+mkdir -p "$raw" || die "cannot create $raw"
 
 batches=${BENCH_BATCHES:-16}
 lat_opts=(-b "$batches") bw_opts=(-b "$batches")
@@ -53,30 +56,30 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 fi
 
 have_mpi=0
-if make -s O="$O" mpi-bench >"$out/mpi-build.log" 2>&1 &&
+if make -s O="$O" mpi-bench >"$raw/mpi-build.log" 2>&1 &&
    command -v "$mpiexec" >/dev/null; then
 	have_mpi=1
 else
-	echo "run-shm.sh: no MPI benchmarks (see $out/mpi-build.log); rdmach only" >&2
+	echo "run-shm.sh: no MPI benchmarks (see $raw/mpi-build.log); rdmach only" >&2
 fi
 
 failed=0
-# run NAME CMD...: one repetition into $out/NAME.$rep.txt; a failure is
+# run NAME CMD...: one repetition into $raw/NAME.$rep.txt; a failure is
 # reported with its stderr and counted, the run goes on.
 run() {
 	local name=$1; shift
-	local f=$out/$name.$rep.txt
-	if ! timeout 600 "$@" >"$f" 2>"$out/$name.$rep.err"; then
+	local f=$raw/$name.$rep.txt
+	if ! timeout 600 "$@" >"$f" 2>"$raw/$name.$rep.err"; then
 		echo "run-shm.sh: FAILED: $* (rep $rep):" >&2
-		tail -5 "$out/$name.$rep.err" >&2
+		tail -5 "$raw/$name.$rep.err" >&2
 		failed=1
 		rm -f "$f"
 		return 1
 	fi
-	[ -s "$out/$name.$rep.err" ] || rm -f "$out/$name.$rep.err"
+	[ -s "$raw/$name.$rep.err" ] || rm -f "$raw/$name.$rep.err"
 }
 
-echo "# rdmach shared-memory benchmarks: $reps repetitions, median per size; raw outputs in $out/"
+echo "# rdmach shared-memory benchmarks: $reps repetitions, median per size; summary, tables and plots in $out/, raw outputs in $raw/"
 echo "# host: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r)"
 echo "# each run: median of $batches batches per size; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 if awk '{ exit !($1 > 0.5) }' /proc/loadavg; then
@@ -105,15 +108,16 @@ for ((rep = 1; rep <= hl_reps; rep++)); do
 	BENCH_DIGITS=3 run hl-rdmach-lat "$bin/rdmach_latency" -t shm -m 8:8 -b "$batches"
 	BENCH_DIGITS=3 run hl-rdmach-lat-pinned "$bin/rdmach_latency" -t shm -P -m 8:8 -b "$batches"
 	run hl-rdmach-bw "$bin/rdmach_bw" -t shm -m 1M:1M -b "$batches"
+	run hl-memcpy "$bin/raw_shm_large" -M memcpy -m 1M:1M -b "$batches"
 	if [ $have_mpi = 1 ]; then
 		run hl-mpi-bw "$mpiexec" -n 2 "$O/mpi/mpi_bw" -m 1M:1M -b "$batches"
 	fi
 done
 
-# median NAME: per-size median over $out/NAME.*.txt into $out/NAME.median.txt
+# median NAME: per-size median over $raw/NAME.*.txt into $raw/NAME.median.txt
 median() {
 	local name=$1 files
-	files=$(ls "$out/$name".[0-9]*.txt 2>/dev/null) || return 1
+	files=$(ls "$raw/$name".[0-9]*.txt 2>/dev/null) || return 1
 	[ -n "$files" ] || return 1
 	# shellcheck disable=SC2086
 	awk -v n="$(echo $files | wc -w)" '
@@ -131,19 +135,19 @@ median() {
 				m = k % 2 ? x[(k+1)/2] : (x[k/2] + x[k/2+1]) / 2
 				printf "%-10d %18.*f\n", s, (m < 1 ? 3 : 2), m
 			}
-		}' $files >"$out/$name.median.txt"
+		}' $files >"$raw/$name.median.txt"
 }
 
 for name in raw-unpinned raw-pinned rdmach-lat rdmach-lat-pinned rdmach-bw \
 	    mpi-lat mpi-bw hl-raw hl-raw-pinned hl-rdmach-lat \
-	    hl-rdmach-lat-pinned hl-rdmach-bw hl-mpi-bw; do
-	median "$name" || rm -f "$out/$name.median.txt"
+	    hl-rdmach-lat-pinned hl-rdmach-bw hl-mpi-bw hl-memcpy; do
+	median "$name" || rm -f "$raw/$name.median.txt"
 done
 
 # value NAME SIZE: the median at SIZE, or empty
 value() {
-	[ -s "$out/$1.median.txt" ] &&
-	awk -v s="$2" '!/^#/ && $1 == s { print $2; exit }' "$out/$1.median.txt"
+	[ -s "$raw/$1.median.txt" ] &&
+	awk -v s="$2" '!/^#/ && $1 == s { print $2; exit }' "$raw/$1.median.txt"
 }
 
 # side FILE... : one table, a column per series (bench/osu-join.awk)
@@ -162,26 +166,26 @@ echo "## One-way latency (us), median of $reps"
 # columns: 1 raw, 2 raw pinned, 3 rdmach, 4 rdmach pinned, [5 MPICH]
 lat_series=(raw-unpinned raw-pinned rdmach-lat rdmach-lat-pinned)
 lat_cols=(raw raw-pinned rdmach rdmach-pinned)
-if [ -s "$out/mpi-lat.median.txt" ]; then
+if [ -s "$raw/mpi-lat.median.txt" ]; then
 	lat_series+=(mpi-lat); lat_cols+=(MPICH-ucx)
 fi
 for s in "${lat_series[@]}"; do
-	[ -s "$out/$s.median.txt" ] || echo "# no data" >"$out/$s.median.txt"
+	[ -s "$raw/$s.median.txt" ] || echo "# no data" >"$raw/$s.median.txt"
 done
 { printf '%-10s' "# Size"; printf ' %14s' "${lat_cols[@]}"; printf ' %10s %10s\n' rdmach/raw pinned; }
 files=()
-for s in "${lat_series[@]}"; do files+=("$out/$s.median.txt"); done
+for s in "${lat_series[@]}"; do files+=("$raw/$s.median.txt"); done
 side "${files[@]}" | with_ratio 3 1 | with_ratio 4 2 | tee "$out/latency-table.txt"
 
 echo
 echo "## Bandwidth (MB/s = 10^6 B/s), window 64, median of $reps"
-if [ -s "$out/mpi-bw.median.txt" ]; then
+if [ -s "$raw/mpi-bw.median.txt" ]; then
 	printf '%-10s %14s %14s %10s\n' "# Size" rdmach-shm MPICH-ucx rdmach/MPI
-	side "$out/rdmach-bw.median.txt" "$out/mpi-bw.median.txt" |
+	side "$raw/rdmach-bw.median.txt" "$raw/mpi-bw.median.txt" |
 		with_ratio 1 2 | tee "$out/bandwidth-table.txt"
 else
 	printf '%-10s %14s\n' "# Size" rdmach-shm
-	side "$out/rdmach-bw.median.txt" | tee "$out/bandwidth-table.txt"
+	side "$raw/rdmach-bw.median.txt" | tee "$out/bandwidth-table.txt"
 fi
 
 # verdict X LIMIT le|ge -> "met" or "MISSED"
@@ -197,7 +201,7 @@ verdict() {
 echo
 echo "## Summary (median of $hl_reps interleaved runs of each; load average now: $(cut -d' ' -f1-3 /proc/loadavg))" | tee "$out/summary.txt"
 spread() { # NAME SIZE -> "min..max" over the repetitions
-	cat "$out/$1".[0-9]*.txt 2>/dev/null | awk -v s="$2" '
+	cat "$raw/$1".[0-9]*.txt 2>/dev/null | awk -v s="$2" '
 		!/^#/ && $1 == s { if (n++ == 0 || $2 < lo) lo = $2; if ($2 > hi) hi = $2 }
 		END { if (n) printf (lo < 1 ? "%.3f..%.3f" : "%.2f..%.2f"), lo, hi }'
 }
@@ -223,13 +227,18 @@ if [ -n "$r1" ] && [ -n "$m1" ]; then
 else
 	echo "1 MiB bandwidth: rdmach ${r1:-?} MB/s, MPICH ch4:ucx ${m1:-?} MB/s (not compared: a run failed or no MPI)"
 fi | tee -a "$out/summary.txt"
+mc=$(value hl-memcpy 1048576)
+if [ -n "$r1" ] && [ -n "$mc" ]; then
+	ratio=$(awk -v a="$r1" -v b="$mc" 'BEGIN { printf "%.2f", a / b }')
+	echo "1 MiB bandwidth vs the one-copy limit: rdmach $r1 MB/s, memcpy of 1 MiB (one process, reused buffer) $mc MB/s, ratio $ratio (target >= 0.6: $(verdict "$ratio" 0.6 ge))"
+fi | tee -a "$out/summary.txt"
 # verdict ran in subshells (pipes): recompute missed for the exit status
 grep -q MISSED "$out/summary.txt" && missed=1
 
 plot_series() { # LABEL=NAME... -> LABEL=FILE for the medians that exist
 	local a
 	for a in "$@"; do
-		[ -s "$out/${a#*=}.median.txt" ] && echo "${a%%=*}=$out/${a#*=}.median.txt"
+		[ -s "$raw/${a#*=}.median.txt" ] && echo "${a%%=*}=$raw/${a#*=}.median.txt"
 	done
 }
 if command -v gnuplot >/dev/null; then

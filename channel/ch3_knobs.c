@@ -8,7 +8,7 @@
 #include "core/knob.h"
 
 enum { CH3_K_YIELD_SPINS, CH3_K_SLEEP_US, CH3_K_SLEEP_AFTER_US,
-       CH3_K_RX_STAGING, CH3_K_NUM };
+       CH3_K_RX_STAGING, CH3_K_FAIL_GRACE, CH3_K_NUM };
 
 static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 	[CH3_K_YIELD_SPINS] = { "RDMACH_CH3_YIELD_SPINS", RDMACH_KNOB_UINT,
@@ -27,5 +27,11 @@ static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 		"1K", 160, 1u << 20,
 		"bytes a VC reads ahead per get when it looks for the next "
 		"packet header (at least two CH3 packet headers)" },
+	[CH3_K_FAIL_GRACE] = { "RDMACH_CH3_FAIL_GRACE_MS", RDMACH_KNOB_UINT,
+		"1000", 0, 60000,
+		"after a connection fails (peer died, link down), wait this long "
+		"before raising the MPI error, so that the process manager ends "
+		"the job first and mpiexec reports the failed rank's own exit "
+		"status (0: raise at once)" },
 };
 RDMACH_KNOB_TABLE(ch3, ch3_knobs);

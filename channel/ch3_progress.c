@@ -50,6 +50,7 @@ static struct {
 	uint64_t sleep_after_ns;
 	unsigned sleep_us;
 	size_t rx_staging;
+	uint64_t fail_grace_ms;		/* RDMACH_CH3_FAIL_GRACE_MS */
 } idle_policy;
 
 /* MPI_Init fails on a bad knob; the library logged which and why. */
@@ -89,6 +90,9 @@ static int idle_policy_init(void)
 		mpi_errno = knob_value("RDMACH_CH3_SLEEP_AFTER_US", 0, &sleep_after_us);
 	if (!mpi_errno)
 		mpi_errno = knob_value("RDMACH_CH3_RX_STAGING", 1024, &staging);
+	if (!mpi_errno)
+		mpi_errno = knob_value("RDMACH_CH3_FAIL_GRACE_MS", 1000,
+				       &idle_policy.fail_grace_ms);
 	if (mpi_errno)
 		return mpi_errno;
 	if (staging < 2 * HDR_SZ)
@@ -151,12 +155,38 @@ static void poll_self(MPIDI_VC_t *vc)
 	poll_vcs[n_poll_vcs++] = vc;
 }
 
+/*
+ * A connection failed because the peer died or the link went down.  Under
+ * Hydra the dead rank's proxy ends the job by itself, and mpiexec then
+ * reports that rank's own exit status (its exit code, or the signal that
+ * killed it, with Hydra's banner).  Raising the MPI error at once races
+ * with that: this rank aborts through PMI first, Hydra treats the job as
+ * aborted by us, and mpiexec reports MPI_ERR_OTHER (15) with the dead
+ * rank's status lost.  So the first such failure waits up to
+ * RDMACH_CH3_FAIL_GRACE_MS for the process manager; a rank still alive
+ * after it (no process manager acting, MPI_ERRORS_RETURN) gets the error.
+ */
+static void fail_grace(void)
+{
+	static int waited;
+	uint64_t end;
+
+	if (waited || !idle_policy.fail_grace_ms)
+		return;
+	waited = 1;
+	end = now_ns() + idle_policy.fail_grace_ms * 1000000u;
+	while (now_ns() < end)
+		usleep(10000);
+}
+
 int MPIDI_CH3I_Rdma_error(MPIDI_VC_t *vc, const char *what, ssize_t err)
 {
 	const char *detail = vc->ch.conn ? rdmach_conn_error(vc->ch.conn) : "";
 	int mpi_errno = MPI_SUCCESS;
 	char msg[512];
 
+	if (err == -ECONNRESET)
+		fail_grace();
 	vc->ch.terminated = 1;
 	snprintf(msg, sizeof(msg), "ch3:rdma: %s on the connection to rank %d failed: %s%s%s",
 		 what, vc->pg_rank, rdmach_strerror((int) err), *detail ? ": " : "", detail);

@@ -9,6 +9,8 @@
 #   channel/test-mpich.sh summary          pass counts so far (NAME=...)
 #   channel/test-mpich.sh ci [dir...]      the fixed subset in test/ci/*.list
 #                                          (80 tests, for CI)
+#   channel/test-mpich.sh faults           a rank ending abnormally (exit(3),
+#                                          SIGKILL): mpiexec reports its status
 #   channel/test-mpich.sh vm-ib            that subset compiled here, run in the
 #                                          Soft-RoCE VM with RDMACH_TRANSPORT=ib
 # Environment:
@@ -79,6 +81,45 @@ progs() {
 	[ -x "$bin/mpi_latency" ] && run mpi_latency-np2 300 mpiexec -n 2 "$bin/mpi_latency"
 	[ -x "$bin/mpi_bw" ] && run mpi_bw-np2 300 mpiexec -n 2 "$bin/mpi_bw"
 	return 0
+}
+
+# A rank that ends abnormally: mpiexec must report its own status (the
+# exit code it chose, or Hydra's banner for the signal that killed it),
+# every time - not the surviving rank's abort (RDMACH_CH3_FAIL_GRACE_MS).
+expect_status() {	# label, want, runs, mode
+	local label=$1 want=$2 runs=$3 mode=$4 k rc bad=0 log
+	for ((k = 1; k <= runs; k++)); do
+		log=$out/$label-$k.out
+		timeout -k 5 60 mpiexec -n 2 "$out/bin/mpi_abnormal" "$mode" >"$log" 2>&1
+		rc=$?
+		if [ "$rc" != "$want" ]; then
+			printf '  FAIL %-40s run %d: mpiexec status %d, expected %d (%s)\n' \
+				"$label" "$k" "$rc" "$want" "$log"
+			tail -5 "$log" | sed 's/^/       /'
+			bad=1
+		elif [ "$want" = 9 ] && ! grep -q 'signal 9\|EXIT CODE: 9' "$log"; then
+			printf '  FAIL %-40s run %d: status 9 but nothing says why (%s)\n' \
+				"$label" "$k" "$log"
+			bad=1
+		fi
+	done
+	if [ $bad = 0 ]; then
+		printf '  PASS %-40s %d runs, status %d each\n' "$label" "$runs" "$want"
+		npass=$((npass + 1))
+	else
+		nfail=$((nfail + 1))
+		fail=1
+	fi
+}
+
+faults() {
+	mkdir -p "$out/bin"
+	mpicc -O2 -Wall -Wextra -Werror -o "$out/bin/mpi_abnormal" \
+		"$here/test/mpi_abnormal.c" || exit 1
+	echo "abnormal ends under $prefix/bin/mpiexec:"
+	expect_status exit3-finalize 3 "${FAULT_RUNS:-5}" exit-finalize
+	expect_status exit3-recv 3 "${FAULT_RUNS:-5}" exit-recv
+	expect_status kill9 9 "${FAULT_RUNS:-5}" kill
 }
 
 summarize() {
@@ -158,9 +199,10 @@ case $cmd in
 progs) shift; progs "$@" ;;
 summary) summarize ;;
 ci) shift; SUITE_CI=1 suite "$@" ;;
+faults) faults ;;
 vm-ib) vm_ib ;;
 suite) shift; suite "$@" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac
-case $cmd in progs|ci|suite) echo "$npass passed, $nfail failed" ;; esac
+case $cmd in progs|ci|suite|faults) echo "$npass passed, $nfail failed" ;; esac
 exit $fail

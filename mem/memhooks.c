@@ -1,31 +1,67 @@
 /*
  * memhooks.c - see memory being taken away from an address range, so that
- * the registration cache (proto/rcache.c) never hands out a registration
- * of memory that was released and then reused at the same address.
+ * the registration cache (mem/rcache.c) never hands out a registration of
+ * memory that was released and then reused at the same address.
  *
- * Choice: symbol interposition of the public calls + glibc malloc tuning.
+ * Choice: symbol interposition of the public calls, free() and realloc()
+ * included; nothing about malloc changes until a cache registers memory.
  *
  * 1. This file defines munmap, mremap, madvise, mmap/mmap64 (MAP_FIXED),
- *    brk, sbrk and malloc_trim.  Being linked into the executable (static
- *    librdmach.a) or loaded before libc (librdmach.so, libmpi.so), these
- *    definitions win the dynamic symbol lookup, so every call made through
- *    the PLT - by the application, MPI, libibverbs, jemalloc/tcmalloc -
- *    lands here.  Each hook calls the next definition (dlsym(RTLD_NEXT):
- *    libc, or a sanitizer's interceptor first) and, once the call
- *    succeeded, logs the range in a lock-free ring (see memhooks.h); it
- *    never allocates, locks or blocks, so it is safe in signal handlers and
- *    inside the allocator.  Caches drain the ring on their next operation
- *    and deregister there.
- * 2. glibc's own free()/realloc() call __munmap/__sbrk/__madvise inside
- *    libc, not through the PLT, so no interposition sees them.  At load
- *    time we therefore set mallopt(M_MMAP_MAX, 0) (no mmap'd chunks: large
- *    blocks come from the heap and are never unmapped by free) and
- *    mallopt(M_TRIM_THRESHOLD, max) (the heap top is never given back by
- *    sbrk(-n) or madvise): memory free() releases stays mapped with its
- *    pages, so a registration of it stays valid when malloc reuses it -
- *    a cache hit on it is correct.  This is what MVAPICH2 and Open MPI's
- *    ptmalloc hooks did.  Cost: freed heap memory is kept by the process.
- *    RDMACH_RCACHE_MALLOPT=0 (or RDMACH_RCACHE=0) leaves malloc alone.
+ *    brk, sbrk, malloc_trim, free and realloc.  Being linked into the
+ *    executable (static librdmach.a) or loaded before libc (librdmach.so,
+ *    libmpi.so), these definitions win the dynamic symbol lookup, so every
+ *    call made through the PLT - by the application, MPI, libibverbs,
+ *    jemalloc/tcmalloc, libc's own calls of free/realloc - lands here.
+ *    Each hook calls the next definition (dlsym(RTLD_NEXT): libc, or a
+ *    sanitizer's interceptor first) and logs the released range in a
+ *    lock-free ring (see memhooks.h) BEFORE making the call: the range is
+ *    known in advance, and no other thread can be handed new memory at
+ *    that address before the event is visible (a call that then fails
+ *    leaves a harmless extra invalidation).  A hook never allocates, locks
+ *    or blocks, so it is safe in signal handlers and inside the allocator.
+ *    Caches drain the ring on their next operation and deregister there.
+ * 2. glibc's free() releases memory by calls inside libc (__munmap,
+ *    __sbrk, __madvise) that no interposition sees.  The free/realloc
+ *    hooks only forward (one predictable branch) until a registration
+ *    cache makes its first registration and calls
+ *    rdmach_memhooks_track_malloc(); processes without one (shm only, no
+ *    device, builds without ib, RDMACH_RCACHE=0) keep glibc's policy
+ *    untouched.  From then on, if the next free is glibc's own, the hook
+ *    reads the freed chunk's header (malloc/malloc.c: size word before the
+ *    pointer, flag bits IS_MMAPPED 0x2, NON_MAIN_ARENA 0x4):
+ *    - an mmapped chunk: its mapping [chunk - prev_size, chunk + size) is
+ *      logged (free unmaps it; realloc mremaps it);
+ *    - a thread-arena chunk in a heap that is not its arena's first
+ *      (heap_info->prev != NULL at the 64 MiB-aligned heap start): the
+ *      chunk is logged, because glibc deletes such a heap (an internal
+ *      munmap) once it is all free, whatever the trim threshold; every
+ *      page a deletion releases was free, so the chunks of any registered
+ *      buffer on it were logged when freed;
+ *    - a main-arena chunk, or one in an arena's first heap: nothing, and
+ *      free+malloc of it keeps its pages (a cache hit on it is correct),
+ *      because tracking also sets mallopt(M_TRIM_THRESHOLD, max): glibc
+ *      then never gives the heap top back (systrim: internal sbrk) nor
+ *      shrinks a thread heap (shrink_heap: internal madvise/mmap).
+ *    Why the trim threshold rather than comparing the break around each
+ *    free(): another thread's malloc can grow the break again, by the same
+ *    amount, between glibc's trim and the freeing thread's second reading,
+ *    and glibc frees a thread's tcache at thread exit by internal calls no
+ *    hook brackets.  Side effect: glibc's dynamic mmap threshold is frozen
+ *    where it stands (128 KiB unless frees raised it): larger blocks stay
+ *    mmapped and go back to the system at free().
+ *    Other allocators: a sanitizer's (ASan, TSan, LSan unmap by raw system
+ *    calls) gets its free hook (__sanitizer_install_malloc_and_free_hooks)
+ *    and every freed block is logged: conservative, a freed and reused
+ *    buffer always misses.  A malloc-replacing valgrind tool redirects
+ *    every definition of free, ours included, to its own allocator, which
+ *    unmaps by its own system calls: nothing is seen, and the caches keep
+ *    no registrations (RDMACH_MEMHOOKS_FREE_UNSEEN).  When glibc's free is
+ *    not the next definition or ours is not the one the process calls
+ *    (jemalloc/tcmalloc in front, a wrapper, a library loaded with
+ *    dlopen), the allocator's own munmap/madvise calls go through the
+ *    hooks, and glibc's malloc - in case something still reaches it - is
+ *    tuned the way registration caches commonly do it: M_MMAP_MAX=0 and
+ *    M_TRIM_THRESHOLD=max (it never unmaps or trims).
  *
  * Why not userfaultfd: UFFD_EVENT_UNMAP/REMOVE need the ranges registered
  * in missing-fault mode (we would have to serve page faults) and a monitor
@@ -33,24 +69,20 @@
  * of libc (UCX "bistro"): architecture-specific code rewriting.
  *
  * Limits (documented for users):
- * - allocations made by a constructor that ran before ours, with glibc
- *   mmap'd chunks, are unmapped by free() unseen;
- * - threads' malloc arenas (not the main heap) free a whole 64 MB
- *   sub-heap by an internal munmap when it becomes empty; malloc_trim()
- *   called by the application is caught (logged as "everything");
  * - raw syscall(SYS_munmap, ...), shmdt(), dlclose() and io_uring
  *   unmaps are not seen (rdmach_memhooks_release() can report them);
- * - an allocator that issues raw system calls itself is not seen by the
- *   hooks: the sanitizers' allocators (ASan unmaps large blocks with a raw
- *   munmap).  When one is present (ASan, TSan, LSan) we install its free
- *   hook (__sanitizer_install_malloc_and_free_hooks) instead of mallopt
- *   and log every freed block:
- *   conservative (a freed and reused buffer always misses) but correct.
- *   Any other allocator is tracked only through the calls it makes via
- *   the C library (jemalloc and tcmalloc do); rdmach_memhooks_status().
+ *   malloc_trim() is caught and logged as "everything";
+ * - an application that sets M_TRIM_THRESHOLD itself after the first
+ *   registration re-enables glibc's unseen heap trimming;
+ * - glibc.malloc.hugetlb=2 (GLIBC_TUNABLES) changes the thread-heap size:
+ *   every thread-arena free is then logged;
  * - static linking: a shared library's calls reach the executable's
  *   hooks only if the symbols are exported (link with -rdynamic); the
- *   application's own calls are always caught.
+ *   application's own calls are always caught.  In a fully static
+ *   program (libc.a) glibc's free wins over the (weak) hook: tracking then
+ *   tunes glibc as in the fallback above;
+ * - librdmach loaded by dlopen() is behind libc in the lookup order: its
+ *   hooks are not called (reported when tracking starts).
  * fork(): the ring is process-private memory, so a child's unmaps never
  * disturb the parent's caches; the child sees rdmach_memhooks_fork_count()
  * change and its caches refuse to touch the parent's registrations.
@@ -58,6 +90,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -69,7 +102,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/knob.h"
 #include "core/log.h"
 #include "memhooks.h"
 
@@ -107,6 +139,8 @@ typedef int (*mh_madvise_fn)(void *, size_t, int);
 typedef int (*mh_brk_fn)(void *);
 typedef void *(*mh_sbrk_fn)(intptr_t);
 typedef int (*mh_malloc_trim_fn)(size_t);
+typedef void (*mh_free_fn)(void *);
+typedef void *(*mh_realloc_fn)(void *, size_t);
 
 /* Next definitions; NULL until resolved (then raw system calls are used
  * where possible, e.g. a hook called by an earlier constructor). */
@@ -199,8 +233,7 @@ unsigned rdmach_memhooks_poll(struct rdmach_memhooks_cursor *cur,
 		seq = head - MH_RING_SIZE;
 	}
 	/* Slots claimed but not yet published stay unread (the cursor stops
-	 * at the first one) but later published slots are reported now:
-	 * their system calls have returned. */
+	 * at the first one) but later published slots are reported now. */
 	next_unread = head;
 	for (; seq < head; seq++) {
 		int r = mh_read_slot(seq, &start, &end);
@@ -238,21 +271,125 @@ int rdmach_memhooks_status(void)
 	return atomic_load_explicit(&mh_status, memory_order_relaxed);
 }
 
+/* ---- free() and realloc() ---------------------------------------------- */
+
+/* glibc's chunk header (malloc/malloc.c, the same since glibc 2.0): the
+ * word before the pointer holds the chunk size and flag bits, the word
+ * before that, for an mmapped chunk, the gap from the mapping's start. */
+#define MH_SZ sizeof(size_t)
+#define MH_IS_MMAPPED ((size_t)0x2)
+#define MH_NON_MAIN_ARENA ((size_t)0x4)
+#define MH_SIZE_BITS ((size_t)0x7)
+
+/* At the start of each thread-arena heap (malloc/arena.c heap_info). */
+struct mh_heap_info {
+	void *ar_ptr;
+	struct mh_heap_info *prev;	/* NULL in an arena's first heap */
+};
+
+static _Atomic int mh_track_glibc;	/* free()/realloc() read headers */
+/* Alignment (= maximum size) of glibc's thread-arena heaps; 0: unknown. */
+static uintptr_t mh_heap_max;
+
+static void mh_free_bootstrap(void *p);
+static void *mh_realloc_bootstrap(void *p, size_t len);
+static _Atomic(mh_free_fn) mh_next_free = mh_free_bootstrap;
+static _Atomic(mh_realloc_fn) mh_next_realloc = mh_realloc_bootstrap;
+static _Atomic int mh_resolving;
+
+/* dlsym(RTLD_NEXT, name), or NULL when called from inside that dlsym
+ * (its error path frees) or while another thread resolves. */
+MH_NOSAN static void *mh_dlsym_next(const char *name)
+{
+	void *f;
+
+	if (atomic_exchange(&mh_resolving, 1))
+		return NULL;
+	f = dlsym(RTLD_NEXT, name);
+	atomic_store(&mh_resolving, 0);
+	return f;
+}
+
+/* A free before the next definition is known: resolve it; a call from
+ * inside the resolution leaks its block (always safe, unlike guessing
+ * which allocator owns it). */
+MH_NOSAN static void mh_free_bootstrap(void *p)
+{
+	mh_free_fn f = (mh_free_fn)mh_dlsym_next("free");
+
+	if (!f)
+		return;
+	atomic_store_explicit(&mh_next_free, f, memory_order_relaxed);
+	f(p);
+}
+
+extern void *__libc_realloc(void *p, size_t len) __attribute__((weak));
+
+MH_NOSAN static void *mh_realloc_bootstrap(void *p, size_t len)
+{
+	mh_realloc_fn f = (mh_realloc_fn)mh_dlsym_next("realloc");
+
+	if (f) {
+		atomic_store_explicit(&mh_next_realloc, f,
+				      memory_order_relaxed);
+		return f(p, len);
+	}
+	if (__libc_realloc)
+		return __libc_realloc(p, len);
+	errno = ENOMEM;
+	return NULL;
+}
+
+/* Log what glibc's free()/realloc() of p may release; p is not NULL. */
+MH_NOSAN static void mh_log_chunk(const void *p)
+{
+	const size_t *hdr = p;
+	uintptr_t chunk = (uintptr_t)p - 2 * MH_SZ;
+	const struct mh_heap_info *heap;
+	size_t head, size;
+
+	head = hdr[-1];
+	size = head & ~MH_SIZE_BITS;
+	if (head & MH_IS_MMAPPED) {
+		mh_log_range(chunk - hdr[-2], chunk + size);
+	} else if (head & MH_NON_MAIN_ARENA) {
+		heap = (const struct mh_heap_info *)(chunk & ~(mh_heap_max - 1));
+		if (!mh_heap_max || heap->prev)
+			mh_log_range(chunk, chunk + size);
+	}
+}
+
+MH_NOSAN static void mh_free(void *p)
+{
+	if (__builtin_expect(atomic_load_explicit(&mh_track_glibc,
+						  memory_order_relaxed), 0) && p)
+		mh_log_chunk(p);
+	atomic_load_explicit(&mh_next_free, memory_order_relaxed)(p);
+}
+
+MH_NOSAN static void *mh_realloc(void *p, size_t len)
+{
+	if (__builtin_expect(atomic_load_explicit(&mh_track_glibc,
+						  memory_order_relaxed), 0) && p)
+		mh_log_chunk(p);
+	return atomic_load_explicit(&mh_next_realloc,
+				    memory_order_relaxed)(p, len);
+}
+
+/* Exported names of the two above; their addresses are compared with what
+ * the process resolves "free" to (reallocarray calls realloc via the PLT).
+ * Weak: a fully static program links glibc's malloc.o, whose definitions
+ * then win (and tracking falls back to tuning glibc); the dynamic linker
+ * does not tell weak from strong, so ours still come first. */
+MH_HOOK void free(void *p) __attribute__((weak, alias("mh_free")));
+MH_HOOK void *realloc(void *p, size_t len)
+	__attribute__((weak, alias("mh_realloc")));
+
 /* ---- set-up ------------------------------------------------------------ */
 
 static void mh_atfork_child(void)
 {
 	atomic_fetch_add_explicit(&mh_forks, 1, memory_order_relaxed);
-}
-
-static int mh_knob_on(const char *name)
-{
-	const struct rdmach_knob *k = rdmach_knob_find(name);
-	uint64_t v = 1;
-
-	if (k && rdmach_knob_u64(k, &v))
-		v = 1;	/* bad value: reported, keep the safe default */
-	return v != 0;
 }
 
 /* Sanitizer allocators (ASan, LSan, ...) release memory by raw system
@@ -275,32 +412,120 @@ static void mh_san_free_hook(const volatile void *p)
 					__sanitizer_get_allocated_size(p));
 }
 
-static int mh_tune_malloc(void)
+/* A malloc-replacing valgrind tool (memcheck, helgrind, drd, massif, ...)
+ * preloads vgpreload_<tool> and redirects every definition of free and
+ * realloc, ours included, to its own; vgpreload_core replaces nothing. */
+static int mh_valgrind_object(struct dl_phdr_info *info, size_t size,
+			      void *arg)
 {
-	if (!mh_knob_on("RDMACH_RCACHE") || !mh_knob_on("RDMACH_RCACHE_MALLOPT"))
-		return RDMACH_MEMHOOKS_MALLOPT_OFF;
+	const char *s = info->dlpi_name ? strstr(info->dlpi_name,
+						  "/vgpreload_") : NULL;
+
+	return s && strncmp(s, "/vgpreload_core", 15) != 0;
+}
+
+/* glibc's HEAP_MAX_SIZE (malloc/arena.c); with glibc.malloc.hugetlb=2 or
+ * a page size its heaps are 4 huge pages: unknown here. */
+static uintptr_t mh_glibc_heap_max(void)
+{
+	const char *t = getenv("GLIBC_TUNABLES");
+	const char *h = t ? strstr(t, "glibc.malloc.hugetlb=") : NULL;
+
+	if (h) {
+		h += strlen("glibc.malloc.hugetlb=");
+		if (!((h[0] == '0' || h[0] == '1') &&
+		      (h[1] == 0 || h[1] == ':')))
+			return 0;
+	}
+	return (uintptr_t)2 * 4 * 1024 * 1024 * sizeof(long);
+}
+
+/* The address of libc's own definition of name, or NULL. */
+static void *mh_libc_sym(const char *name)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+	void *f = libc ? dlsym(libc, name) : NULL;
+
+	if (libc)
+		dlclose(libc);
+	return f;
+}
+
+static int mh_legacy_tuning(void)
+{
+	/* glibc returns 1 on success; other allocators' mallopt 0. */
+	if (mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1)
+		return RDMACH_MEMHOOKS_MALLOC_TUNED;
+	return 0;
+}
+
+/* Choose how free() is tracked; returns the status bits. */
+static int mh_start_tracking(void)
+{
+	void *libc_free = mh_libc_sym("free");
+	void *libc_munmap = mh_libc_sym("munmap");
+	mh_free_fn next;
+
 	/* A sanitizer allocator (ASan, TSan, LSan: they define
-	 * __sanitizer_get_allocated_size; UBSan alone does not) replaces
-	 * malloc, and TSan even lets glibc's mallopt succeed uselessly. */
+	 * __sanitizer_get_allocated_size; UBSan alone does not). */
 	if (__sanitizer_install_malloc_and_free_hooks &&
 	    __sanitizer_get_allocated_size &&
 	    __sanitizer_install_malloc_and_free_hooks(mh_san_malloc_hook,
-						      mh_san_free_hook)) {
-		rdmach_debug("memhooks: sanitizer allocator: every free() "
-			     "invalidates the registrations it overlaps");
+						      mh_san_free_hook))
 		return RDMACH_MEMHOOKS_FREE_HOOK;
+	if (dl_iterate_phdr(mh_valgrind_object, NULL))
+		return RDMACH_MEMHOOKS_FREE_UNSEEN;
+	if (libc_munmap && dlsym(RTLD_DEFAULT, "munmap") == libc_munmap)
+		rdmach_warn("memhooks: munmap() resolves to libc's, not to "
+			    "rdmach's hook (librdmach loaded by dlopen?): "
+			    "memory unmapped by the application is not seen, "
+			    "and a registration of it may go stale");
+	next = atomic_load(&mh_next_free);
+	if (next == mh_free_bootstrap)
+		next = (mh_free_fn)dlsym(RTLD_NEXT, "free");
+	if (libc_free && (void *)next == libc_free &&
+	    dlsym(RTLD_DEFAULT, "free") == (void *)mh_free &&
+	    mallopt(M_TRIM_THRESHOLD, -1) == 1) {
+		atomic_store(&mh_track_glibc, 1);
+		return RDMACH_MEMHOOKS_GLIBC_FREE;
 	}
-	/* glibc returns 1 on success; other allocators return 0. */
-	if (mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1)
-		return RDMACH_MEMHOOKS_MALLOC_TUNED;
-	rdmach_debug("memhooks: mallopt refused (malloc is not glibc's): "
-		     "memory the allocator releases by raw system calls is "
-		     "not tracked");
-	return 0;
+	return mh_legacy_tuning();
+}
+
+int rdmach_memhooks_track_malloc(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static _Atomic int started;
+	int st;
+
+	if (atomic_load_explicit(&started, memory_order_acquire))
+		return rdmach_memhooks_status();
+	rdmach_memhooks_init();
+	pthread_mutex_lock(&lock);
+	if (!atomic_load(&started)) {
+		st = RDMACH_MEMHOOKS_TRACKING | mh_start_tracking();
+		atomic_store(&mh_status, st);
+		atomic_store_explicit(&started, 1, memory_order_release);
+		rdmach_debug("memhooks: free() tracking on: %s",
+			     st & RDMACH_MEMHOOKS_GLIBC_FREE ?
+			     "glibc malloc, heap trimming off" :
+			     st & RDMACH_MEMHOOKS_FREE_HOOK ?
+			     "every free() logged" :
+			     st & RDMACH_MEMHOOKS_FREE_UNSEEN ?
+			     "free() replaced by valgrind, not seen" :
+			     st & RDMACH_MEMHOOKS_MALLOC_TUNED ?
+			     "glibc malloc tuned (M_MMAP_MAX=0)" :
+			     "another allocator");
+	}
+	pthread_mutex_unlock(&lock);
+	return rdmach_memhooks_status();
 }
 
 static void mh_resolve(void)
 {
+	mh_free_fn f;
+	mh_realloc_fn r;
+
 	mh_next_mmap = (mh_mmap_fn)dlsym(RTLD_NEXT, "mmap");
 	mh_next_munmap = (mh_munmap_fn)dlsym(RTLD_NEXT, "munmap");
 	mh_next_mremap = (mh_mremap_fn)dlsym(RTLD_NEXT, "mremap");
@@ -309,6 +534,12 @@ static void mh_resolve(void)
 	mh_next_sbrk = (mh_sbrk_fn)dlsym(RTLD_NEXT, "sbrk");
 	mh_next_malloc_trim =
 		(mh_malloc_trim_fn)dlsym(RTLD_NEXT, "malloc_trim");
+	f = (mh_free_fn)dlsym(RTLD_NEXT, "free");
+	r = (mh_realloc_fn)dlsym(RTLD_NEXT, "realloc");
+	if (f)
+		atomic_store(&mh_next_free, f);
+	if (r)
+		atomic_store(&mh_next_realloc, r);
 }
 
 int rdmach_memhooks_init(void)
@@ -317,7 +548,7 @@ int rdmach_memhooks_init(void)
 
 	if (atomic_compare_exchange_strong(&mh_initialized, &expected, 1)) {
 		mh_resolve();
-		atomic_store(&mh_status, mh_tune_malloc());
+		mh_heap_max = mh_glibc_heap_max();
 		pthread_atfork(NULL, NULL, mh_atfork_child);
 	}
 	return rdmach_memhooks_status();
@@ -328,20 +559,16 @@ __attribute__((constructor)) static void mh_constructor(void)
 	rdmach_memhooks_init();
 }
 
-/* ---- the hooks --------------------------------------------------------- */
+/* ---- the other hooks --------------------------------------------------- */
 
 MH_HOOK void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	void *p;
-
-	if (mh_next_mmap)
-		p = mh_next_mmap(addr, len, prot, flags, fd, off);
-	else
-		p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 	/* MAP_FIXED replaces whatever was mapped there. */
-	if (p != MAP_FAILED && (flags & MAP_FIXED))
-		rdmach_memhooks_release(p, len);
-	return p;
+	if (flags & MAP_FIXED)
+		rdmach_memhooks_release(addr, len);
+	if (mh_next_mmap)
+		return mh_next_mmap(addr, len, prot, flags, fd, off);
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
 MH_HOOK void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
@@ -349,15 +576,10 @@ MH_HOOK void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
 
 MH_HOOK int munmap(void *addr, size_t len)
 {
-	int ret;
-
+	rdmach_memhooks_release(addr, len);
 	if (mh_next_munmap)
-		ret = mh_next_munmap(addr, len);
-	else
-		ret = (int)syscall(SYS_munmap, addr, len);
-	if (!ret)
-		rdmach_memhooks_release(addr, len);
-	return ret;
+		return mh_next_munmap(addr, len);
+	return (int)syscall(SYS_munmap, addr, len);
 }
 
 MH_HOOK void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
@@ -371,17 +593,18 @@ MH_HOOK void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 		new_addr = va_arg(ap, void *);
 		va_end(ap);
 	}
+	/* The old pages move (or the tail goes away); a fixed target
+	 * replaces what was mapped there. */
+	rdmach_memhooks_release(old, old_len);
+	if (flags & MREMAP_FIXED)
+		rdmach_memhooks_release(new_addr, new_len);
 	if (mh_next_mremap)
 		p = mh_next_mremap(old, old_len, new_len, flags, new_addr);
 	else
 		p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags,
 				    new_addr);
-	if (p != MAP_FAILED) {
-		/* The old pages moved (or the tail went away); a fixed
-		 * target replaced what was mapped there. */
-		rdmach_memhooks_release(old, old_len);
+	if (p != MAP_FAILED && !(flags & MREMAP_FIXED))
 		rdmach_memhooks_release(p, new_len);
-	}
 	return p;
 }
 
@@ -405,15 +628,11 @@ MH_NOSAN static int mh_advice_releases(int advice)
 
 MH_HOOK int madvise(void *addr, size_t len, int advice)
 {
-	int ret;
-
-	if (mh_next_madvise)
-		ret = mh_next_madvise(addr, len, advice);
-	else
-		ret = (int)syscall(SYS_madvise, addr, len, advice);
-	if (!ret && mh_advice_releases(advice))
+	if (mh_advice_releases(advice))
 		rdmach_memhooks_release(addr, len);
-	return ret;
+	if (mh_next_madvise)
+		return mh_next_madvise(addr, len, advice);
+	return (int)syscall(SYS_madvise, addr, len, advice);
 }
 
 MH_NOSAN static void mh_resolve_lazily(void)
@@ -425,7 +644,6 @@ MH_NOSAN static void mh_resolve_lazily(void)
 MH_HOOK int brk(void *addr)
 {
 	uintptr_t old;
-	int ret;
 
 	mh_resolve_lazily();
 	if (!mh_next_sbrk || !mh_next_brk) {
@@ -433,35 +651,33 @@ MH_HOOK int brk(void *addr)
 		return -1;
 	}
 	old = (uintptr_t)mh_next_sbrk(0);
-	ret = mh_next_brk(addr);
-	if (!ret && (uintptr_t)addr < old)
+	if ((uintptr_t)addr < old)
 		rdmach_memhooks_release(addr, old - (uintptr_t)addr);
-	return ret;
+	return mh_next_brk(addr);
 }
 
 MH_HOOK void *sbrk(intptr_t incr)
 {
-	void *old;
+	char *old;
 
 	mh_resolve_lazily();
 	if (!mh_next_sbrk) {
 		errno = ENOSYS;
 		return (void *)-1;
 	}
-	old = mh_next_sbrk(incr);
-	if (old != (void *)-1 && incr < 0)
-		rdmach_memhooks_release((char *)old + incr, (size_t)-incr);
-	return old;
+	if (incr < 0) {
+		old = mh_next_sbrk(0);
+		if (old != (void *)-1)
+			rdmach_memhooks_release(old + incr, (size_t)-incr);
+	}
+	return mh_next_sbrk(incr);
 }
 
 MH_HOOK int malloc_trim(size_t pad)
 {
-	int ret;
-
 	mh_resolve_lazily();
-	ret = mh_next_malloc_trim ? mh_next_malloc_trim(pad) : 0;
-	/* glibc madvises free pages anywhere in its arenas. */
-	if (ret)
-		mh_log_range(0, UINTPTR_MAX);
-	return ret;
+	/* glibc madvises free pages anywhere in its arenas and unlocks each
+	 * arena before we could log: another thread may malloc there. */
+	mh_log_range(0, UINTPTR_MAX);
+	return mh_next_malloc_trim ? mh_next_malloc_trim(pad) : 0;
 }

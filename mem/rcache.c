@@ -3,7 +3,7 @@
  * start (augmented with the largest end in each subtree, so that a covering
  * lookup and an overlap search are O(log n)), reference counts, an LRU
  * list of unused entries, limits on entries and bytes, and invalidation
- * from the memory-release event log (core/memhooks.h).
+ * from the memory-release event log (mem/memhooks.h).
  *
  * Entry states:
  *   cached, in use      in the treap, refcnt > 0
@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@
 #include "rcache.h"
 
 enum { RC_KNOB_ENABLE, RC_KNOB_MAX_ENTRIES, RC_KNOB_MAX_BYTES,
-       RC_KNOB_MALLOPT, RC_KNOB_NUM };
+       RC_KNOB_NUM };
 
 static const struct rdmach_knob rcache_knobs[RC_KNOB_NUM] = {
 	[RC_KNOB_ENABLE] = { "RDMACH_RCACHE", RDMACH_KNOB_BOOL, "1", 0, 1,
@@ -42,10 +43,6 @@ static const struct rdmach_knob rcache_knobs[RC_KNOB_NUM] = {
 		"1G", 4096, 1ull << 50,
 		"bytes the cached registrations may keep pinned; the least "
 		"recently used unused ones are deregistered beyond this" },
-	[RC_KNOB_MALLOPT] = { "RDMACH_RCACHE_MALLOPT", RDMACH_KNOB_BOOL, "1",
-		0, 1, "at load, tune glibc malloc (M_MMAP_MAX=0, "
-		"M_TRIM_THRESHOLD=max) so that free() never unmaps memory "
-		"unseen by the cache" },
 };
 RDMACH_KNOB_TABLE(rcache, rcache_knobs);
 
@@ -74,6 +71,7 @@ struct rdmach_rcache {
 	struct rc_entry all;		/* sentinel */
 	struct rdmach_memhooks_cursor cursor;
 	unsigned long fork_count;
+	int tracking;			/* rdmach_memhooks_track_malloc() done */
 	uint64_t rng;
 	struct rdmach_rcache_info st;
 };
@@ -370,26 +368,36 @@ int rdmach_rcache_config_from_env(struct rdmach_rcache_config *cfg)
 	return 0;
 }
 
-static void rc_check_malloc(const struct rdmach_rcache *rc)
+/* Before the first registration: have free() tracked (once per process;
+ * processes that never register keep malloc's policy untouched).  Where
+ * free() cannot be seen at all (valgrind replaces it), keep nothing. */
+static void rc_track_malloc(struct rdmach_rcache *rc)
 {
-	static int warned;
-	int status = rdmach_memhooks_init();
+	static _Atomic int told;
+	int status;
 
-	if (!rc->cfg.enabled || warned ||
-	    (status & RDMACH_MEMHOOKS_MALLOC_TUNED))
+	if (rc->tracking)
 		return;
-	warned = 1;
-	if (status & RDMACH_MEMHOOKS_FREE_HOOK)
+	rc->tracking = 1;
+	status = rdmach_memhooks_track_malloc();
+	if (status & RDMACH_MEMHOOKS_FREE_UNSEEN)
+		rc->cfg.enabled = 0;
+	if (atomic_exchange(&told, 1))
+		return;
+	if (status & RDMACH_MEMHOOKS_FREE_UNSEEN)
+		rdmach_warn("rcache %s: valgrind replaces free(), and memory "
+			    "it releases is not seen: registrations are not "
+			    "kept (as with RDMACH_RCACHE=0)", rc->name);
+	else if (status & RDMACH_MEMHOOKS_FREE_HOOK)
 		rdmach_info("rcache %s: sanitizer allocator: every free() "
 			    "invalidates what it overlaps", rc->name);
-	else if (status & RDMACH_MEMHOOKS_MALLOPT_OFF)
-		rdmach_warn("rcache %s: RDMACH_RCACHE_MALLOPT=0: memory that "
-			    "glibc's free() unmaps is not tracked; a freed and "
-			    "reused buffer may get a stale registration",
+	else if (status & RDMACH_MEMHOOKS_MALLOC_TUNED)
+		rdmach_info("rcache %s: free() is not intercepted: glibc "
+			    "malloc set to never unmap nor trim (M_MMAP_MAX=0)",
 			    rc->name);
-	else
-		rdmach_info("rcache %s: malloc is not glibc's; its unmaps are "
-			    "tracked only if made through the C library",
+	else if (!(status & RDMACH_MEMHOOKS_GLIBC_FREE))
+		rdmach_info("rcache %s: malloc is not glibc's; its releases "
+			    "are tracked only if made through the C library",
 			    rc->name);
 }
 
@@ -431,7 +439,6 @@ int rdmach_rcache_create(const struct rdmach_rcache_ops *ops, void *arg,
 	rc->rng = 0x9e3779b97f4a7c15ull ^ (uintptr_t)rc;
 	rc->fork_count = rdmach_memhooks_fork_count();
 	rdmach_memhooks_cursor_init(&rc->cursor);
-	rc_check_malloc(rc);
 	rdmach_debug("rcache %s: %s, max %llu entries, %llu bytes", rc->name,
 		     rc->cfg.enabled ? "on" : "off",
 		     (unsigned long long)rc->cfg.max_entries,
@@ -524,6 +531,8 @@ int rdmach_rcache_get(struct rdmach_rcache *rc, const void *addr,
 	end = (a + len + rc->page_size - 1) & ~(rc->page_size - 1);
 
 	pthread_mutex_lock(&rc->lock);
+	if (rc->cfg.enabled)
+		rc_track_malloc(rc);
 	rc_drain(rc);
 	if (rc->cfg.enabled)
 		e = rc_find_cover(rc->root, start, end);

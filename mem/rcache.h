@@ -9,10 +9,18 @@
  * never evicted nor deregistered; unused ones sit on an LRU list and are
  * deregistered, oldest first, when the cache would exceed
  * RDMACH_RCACHE_MAX_ENTRIES or RDMACH_RCACHE_MAX_BYTES.  Memory released
- * by the application (munmap, mremap, madvise, heap shrink: core/memhooks.h)
- * invalidates overlapping entries at the cache's next operation: unused
- * ones are deregistered then, used ones when put.  RDMACH_RCACHE=0 makes
- * every get a fresh registration and every put a deregistration.
+ * by the application (munmap, mremap, madvise, heap shrink, free() of a
+ * block malloc unmaps: mem/memhooks.h) invalidates overlapping entries at
+ * the cache's next operation: unused ones are deregistered then, used ones
+ * when put.  RDMACH_RCACHE=0 makes every get a fresh registration and
+ * every put a deregistration.
+ * malloc: creating a cache changes nothing.  The first get of an enabled
+ * cache starts free() tracking for the process
+ * (rdmach_memhooks_track_malloc): with glibc's malloc that sets
+ * M_TRIM_THRESHOLD=max, so the heap top is no longer given back, while
+ * blocks glibc mmaps (128 KiB and larger by default) still return to the
+ * system at free() and invalidate their registrations; a heap block freed
+ * and malloc'ed again keeps its pages and its registration (a hit).
  *
  * Threads: every call takes the cache's mutex; callbacks run under it and
  * must not call back into the same cache.

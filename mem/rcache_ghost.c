@@ -34,6 +34,7 @@ struct rdmach_rcache_ghosts {
 	unsigned int max, n;
 	uint64_t clock;
 	uintptr_t page;
+	int tracking;		/* rdmach_memhooks_track_malloc() done */
 	struct rdmach_memhooks_cursor cursor;
 };
 
@@ -125,6 +126,13 @@ void rdmach_rcache_ghost_note(struct rdmach_rcache_ghosts *g, const void *addr,
 	if (!g || !g->max || gh_range(g, addr, len, &s, &end))
 		return;
 	pthread_mutex_lock(&g->lock);
+	/* A ghost stands for the registration the send did not make: free()
+	 * must be tracked from now on as a cache's first registration would
+	 * have it (memhooks.h), or a freed block's ghost would outlive it. */
+	if (!g->tracking) {
+		rdmach_memhooks_track_malloc();
+		g->tracking = 1;
+	}
 	rdmach_memhooks_poll(&g->cursor, gh_drop, g);
 	e = gh_find(g, s, end);
 	if (!e) {

@@ -9,9 +9,11 @@
  * The set is bounded (RDMACH_RCACHE_GHOSTS entries; the least recently
  * noted or seen one goes first) and reads the same memory-release event
  * log as the cache (memhooks.h) with its own cursor: memory released by
- * munmap, madvise, mremap, brk... drops the ghosts it overlaps, so a
- * freed-and-reallocated buffer is new again exactly when a registration
- * of it would have been invalidated.
+ * munmap, madvise, mremap, brk, free() of a block glibc unmaps... drops
+ * the ghosts it overlaps, so a freed-and-reallocated buffer is new again
+ * exactly when a registration of it would have been invalidated.  The
+ * first ghost starts free() tracking, as a cache's first registration
+ * does (rdmach_memhooks_track_malloc).
  *
  * rdmach_rcache_probe() combines both: HIT (a cached registration covers
  * the range: zero-copy costs nothing more), SEEN (no registration, but the

@@ -17,8 +17,15 @@ enum rdmach_pkt_type {
 	RDMACH_PKT_DATA = 1,	/* payload: bytes of the pipe */
 	RDMACH_PKT_RNDV = 2,	/* payload: struct rdmach_rndv_hdr */
 	RDMACH_PKT_PAD = 3,	/* fills the ring's end; no payload */
-	RDMACH_PKT_SPIPE = 4,	/* payload: struct rdmach_spipe_hdr */
+	/* rdma_ib only (proto/ring.c accepts it, rdma_shm's rings refuse
+	 * it): the next bytes of the stream come through the superpipeline's
+	 * landing buffers; payload: struct rdmach_spipe_hdr (below). */
+	RDMACH_PKT_SPIPE = 4,
+	/* the last type proto/ring.c (rdma_ib's rings) accepts */
 	RDMACH_PKT_TYPE_MAX = RDMACH_PKT_SPIPE,
+	/* rdma_shm only (its rings accept it, rdma_ib's refuse it): the next
+	 * bytes of the stream come through the copy area (shm_ring.h). */
+	RDMACH_PKT_PIPE = 5,
 };
 
 /*

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "tune.h"
 
 const uint64_t tune_copy_sizes[TUNE_COPY_NUM] = {
@@ -178,14 +178,6 @@ double tune_t_zcopy(const struct tune_machine *m, uint64_t len, int nregs)
 
 /* ---- copy measurement ---------------------------------------------------- */
 
-static double tune_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 #define TUNE_HUGE (2u << 20)
 
 void *tune_region_alloc(void)
@@ -235,7 +227,7 @@ void tune_measure_copy(struct tune_machine *m, void *region, double budget_s)
 {
 	static const int reps[TUNE_COPY_NUM] = { 32, 8, 3 };
 	uint64_t big = tune_copy_sizes[TUNE_COPY_LARGE];
-	double start = tune_now();
+	double start = rdmach_now_s();
 	uint8_t *src = region, *dst = src + big;
 	int i, r;
 
@@ -246,15 +238,15 @@ void tune_measure_copy(struct tune_machine *m, void *region, double budget_s)
 		/* the first copy counts too (cold code and caches only make
 		 * it slower); more while the budget lasts, the best kept */
 		for (r = 0; r < reps[i]; r++) {
-			double t0 = tune_now(), dt;
+			double t0 = rdmach_now_s(), dt;
 
 			tune_copy_pieces(dst, src, len);
 			/* keep the copy: the compiler may not drop it */
 			__asm__ __volatile__("" : : "r"(dst) : "memory");
-			dt = tune_now() - t0;
+			dt = rdmach_now_s() - t0;
 			if (dt > 0 && (best == 0 || dt < best))
 				best = dt;
-			if (tune_now() - start > budget_s * (i + 1) / TUNE_COPY_NUM)
+			if (rdmach_now_s() - start > budget_s * (i + 1) / TUNE_COPY_NUM)
 				break;
 		}
 		if (best > 0)

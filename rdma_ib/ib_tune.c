@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
@@ -21,14 +20,6 @@
 #define IB_TUNE_NET_LARGE (256u << 10)
 #define IB_TUNE_GAP_WRS 32
 
-static double ib_tune_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- registration ------------------------------------------------------ */
 
 /* Best time of reps ibv_reg_mr + ibv_dereg_mr of len bytes at buf; 0 if
@@ -40,7 +31,7 @@ static double ib_tune_reg_once(struct ib_dev *dev, void *buf, size_t len,
 	int r;
 
 	for (r = 0; r < reps; r++) {
-		double t0 = ib_tune_now(), dt;
+		double t0 = rdmach_now_s(), dt;
 		struct ibv_mr *mr = ibv_reg_mr(dev->pd, buf, len,
 					       IBV_ACCESS_LOCAL_WRITE |
 					       IBV_ACCESS_REMOTE_READ);
@@ -48,7 +39,7 @@ static double ib_tune_reg_once(struct ib_dev *dev, void *buf, size_t len,
 		if (!mr)
 			return 0;
 		ibv_dereg_mr(mr);
-		dt = ib_tune_now() - t0;
+		dt = rdmach_now_s() - t0;
 		if (best == 0 || dt < best)
 			best = dt;
 	}
@@ -144,7 +135,7 @@ static int ib_tune_lb_open(struct ib_dev *dev, uint8_t *buf, size_t len,
 static double ib_tune_lb_writes(struct ib_tune_lb *lb, int n, uint32_t len,
 				uint32_t dst_off)
 {
-	double t0 = ib_tune_now(), limit = t0 + 1.0;
+	double t0 = rdmach_now_s(), limit = t0 + 1.0;
 	struct ibv_wc wc;
 	int i, got;
 
@@ -163,11 +154,11 @@ static double ib_tune_lb_writes(struct ib_tune_lb *lb, int n, uint32_t len,
 			return 0;
 	}
 	while ((got = ibv_poll_cq(lb->cq, 1, &wc)) == 0)
-		if (ib_tune_now() > limit)
+		if (rdmach_now_s() > limit)
 			return 0;
 	if (got < 0 || wc.status != IBV_WC_SUCCESS)
 		return 0;
-	return ib_tune_now() - t0;
+	return rdmach_now_s() - t0;
 }
 
 static int ib_tune_net(struct ib_dev *dev, uint8_t *region,
@@ -187,13 +178,13 @@ static int ib_tune_net(struct ib_dev *dev, uint8_t *region,
 		if (rtt == 0 || t < rtt)
 			rtt = t;
 	}
-	for (i = 0; i < 2 && (i < 1 || ib_tune_now() < deadline); i++) {
+	for (i = 0; i < 2 && (i < 1 || rdmach_now_s() < deadline); i++) {
 		t = ib_tune_lb_writes(&lb, IB_TUNE_GAP_WRS, 64,
 				      IB_TUNE_NET_LARGE);
 		if (t > 0 && (burst == 0 || t < burst))
 			burst = t;
 	}
-	for (i = 0; i < 2 && (i < 1 || ib_tune_now() < deadline); i++) {
+	for (i = 0; i < 2 && (i < 1 || rdmach_now_s() < deadline); i++) {
 		t = ib_tune_lb_writes(&lb, 1, IB_TUNE_NET_LARGE,
 				      IB_TUNE_NET_LARGE);
 		if (t > 0 && (big == 0 || t < big))
@@ -213,24 +204,24 @@ out:
 static void ib_tune_measure(struct ib_dev *dev, struct ib_tune *t)
 {
 	struct tune_machine def, *m = &t->m;
-	double t0 = ib_tune_now(), deadline = t0 + IB_TUNE_BUDGET_S, t1;
+	double t0 = rdmach_now_s(), deadline = t0 + IB_TUNE_BUDGET_S, t1;
 	uint8_t *region = tune_region_alloc();
 
 	tune_machine_default(&def);
 	*m = def;
-	t1 = ib_tune_now();
+	t1 = rdmach_now_s();
 	t->step_s[IB_TUNE_STEP_REGION] = t1 - t0;
 	if (region)
 		tune_measure_copy(m, region, IB_TUNE_BUDGET_S / 4);
 	else
 		rdmach_warn("ib: tuning: no memory to measure copies");
-	t->step_s[IB_TUNE_STEP_COPY] = ib_tune_now() - t1;
-	t1 = ib_tune_now();
+	t->step_s[IB_TUNE_STEP_COPY] = rdmach_now_s() - t1;
+	t1 = rdmach_now_s();
 	if (ib_tune_reg(dev, m))
 		rdmach_warn("ib: tuning: cannot measure registration on %s; "
 			    "using built-in figures", dev->name);
-	t->step_s[IB_TUNE_STEP_REG] = ib_tune_now() - t1;
-	t1 = ib_tune_now();
+	t->step_s[IB_TUNE_STEP_REG] = rdmach_now_s() - t1;
+	t1 = rdmach_now_s();
 	if (!region || ib_tune_net(dev, region, m, deadline)) {
 		rdmach_warn("ib: tuning: cannot measure RDMA writes on %s "
 			    "port %u; using built-in figures", dev->name,
@@ -239,11 +230,11 @@ static void ib_tune_measure(struct ib_dev *dev, struct ib_tune *t)
 		m->bnet = def.bnet;
 		m->gap = def.gap;
 	}
-	t->step_s[IB_TUNE_STEP_NET] = ib_tune_now() - t1;
+	t->step_s[IB_TUNE_STEP_NET] = rdmach_now_s() - t1;
 	tune_region_free(region);
 	if (tune_machine_check(m))
 		*m = def;
-	m->measure_s = ib_tune_now() - t0;
+	m->measure_s = rdmach_now_s() - t0;
 	rdmach_debug("ib: tuning measured in %.1f ms: memory %.1f, copies "
 		     "%.1f, registration %.1f, RDMA writes %.1f",
 		     m->measure_s * 1e3,
@@ -338,7 +329,7 @@ static void ib_tune_write(const char *file, const struct tune_key *k,
 
 void ib_tune_run(struct ib_dev *dev, const char *mode, struct ib_tune *t)
 {
-	double t0 = ib_tune_now();
+	double t0 = rdmach_now_s();
 	struct tune_key k;
 	int ret;
 
@@ -357,7 +348,7 @@ void ib_tune_run(struct ib_dev *dev, const char *mode, struct ib_tune *t)
 	if (strcmp(mode, "measure") && t->file[0]) {
 		ret = ib_tune_read(t->file, &k, &t->m);
 		if (!ret) {
-			t->elapsed_s = ib_tune_now() - t0;
+			t->elapsed_s = rdmach_now_s() - t0;
 			snprintf(t->source, sizeof(t->source), "cache file");
 			return;
 		}
@@ -368,7 +359,7 @@ void ib_tune_run(struct ib_dev *dev, const char *mode, struct ib_tune *t)
 				     "version" : strerror(-ret));
 	}
 	ib_tune_measure(dev, t);
-	t->elapsed_s = ib_tune_now() - t0;
+	t->elapsed_s = rdmach_now_s() - t0;
 	snprintf(t->source, sizeof(t->source), "measured");
 	if (t->file[0])
 		ib_tune_write(t->file, &k, &t->m);

@@ -4,7 +4,7 @@
  *
  * Protocol (per connection, one rendezvous at a time in each direction):
  *  sender   put of total >= RDMACH_ZCOPY_THRESHOLD registers its source
- *           pieces through the cache (proto/rcache.h), sends one
+ *           pieces through the cache (mem/rcache.h), sends one
  *           RDMACH_PKT_RNDV packet (proto/pkt.h: id, total, segments with
  *           addr/len/rkey) through the ring in FIFO order with the data
  *           packets, and returns 0.  Retries (same iovec, else -EINVAL)
@@ -30,7 +30,7 @@
  *           copies from it, so tiny gets of a large put cost one read per
  *           RDMACH_ZCOPY_BOUNCE bytes, not one each.
  *
- * Memory the application releases (proto/rcache.h, core/memhooks.h):
+ * Memory the application releases (mem/rcache.h, mem/memhooks.h):
  *  - after put returned the count, anything goes: munmap + mmap at the same
  *    address, madvise(MADV_DONTNEED), free + malloc: the cache drops the
  *    stale registration at its next use and the new contents are sent;

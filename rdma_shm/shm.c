@@ -1,8 +1,10 @@
 /*
  * shm.c - the shared-memory transport: rings in the receiver's memfd
- * segment (shm_ring.h, shm_seg.h), single-copy rendezvous through
- * cross-memory attach (process_vm_readv) for large puts, peer liveness by
- * pidfd.  No system call on the put/get fast path.
+ * segment (shm_ring.h, shm_seg.h); large puts either pipelined through a
+ * copy area in that segment (two copies overlapped on two cores, in cache)
+ * or read in one copy by cross-memory attach (process_vm_readv), chosen
+ * per message (shm_tx_want_cma); peer liveness by pidfd.  No system call
+ * on the put/get fast path.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,12 +25,17 @@
 #include "core/knob.h"
 #include "core/log.h"
 #include "proto/pkt.h"
+#include "shm_calib.h"
 #include "shm_ring.h"
 #include "shm_seg.h"
 #include "core/tl.h"
 
+#define SHM_RECENT_MAX 16u
+
 enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
-       SHM_K_CMA_THRESHOLD, SHM_K_LIVENESS_MS, SHM_K_NUM };
+       SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD, SHM_K_PIPE_AREA,
+       SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CMA_USE,
+       SHM_K_CACHE_LIMIT, SHM_K_RECENT, SHM_K_LIVENESS_MS, SHM_K_NUM };
 
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
@@ -45,12 +52,66 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"single-copy large puts by cross-memory attach (process_vm_readv)" },
 	[SHM_K_CMA_THRESHOLD] = { "RDMACH_SHM_CMA_THRESHOLD", RDMACH_KNOB_SIZE,
 		"256K", 1, UINT64_MAX,
-		"puts of at least this many bytes are read by the peer directly" },
+		"puts of at least this many bytes may be read by the peer "
+		"directly (with the copy area on: only when not cache-resident)" },
+	[SHM_K_PIPE] = { "RDMACH_SHM_PIPE", RDMACH_KNOB_BOOL, "1", 0, 1,
+		"large puts through a copy area per peer, both sides copying at once" },
+	[SHM_K_PIPE_THRESHOLD] = { "RDMACH_SHM_PIPE_THRESHOLD", RDMACH_KNOB_SIZE,
+		"128K", 1, UINT64_MAX,
+		"puts of at least this many bytes go through the copy area" },
+	[SHM_K_PIPE_AREA] = { "RDMACH_SHM_PIPE_AREA", RDMACH_KNOB_SIZE, "256K",
+		4096, 64u << 20,
+		"bytes of each copy area, one per local peer, allocated at its "
+		"first large put (power of two)" },
+	[SHM_K_PIPE_CHUNK] = { "RDMACH_SHM_PIPE_CHUNK", RDMACH_KNOB_SIZE, "32K",
+		64, 64u << 20,
+		"slot of the copy area: the largest chunk (power of two, "
+		"area/64 .. area/2)" },
+	[SHM_K_PIPE_FIRST] = { "RDMACH_SHM_PIPE_FIRST", RDMACH_KNOB_SIZE, "32K",
+		64, 64u << 20,
+		"first chunk of a message; chunks double up to the slot, so the "
+		"reader starts copying early" },
+	[SHM_K_PIPE_SPIN] = { "RDMACH_SHM_PIPE_SPIN", RDMACH_KNOB_UINT, "0",
+		0, 1000000,
+		"polls a put (get) that has moved a chunk waits for the next free "
+		"(full) slot before returning, so a message streams within one "
+		"call while both sides are at it (0: return at once)" },
+	[SHM_K_CMA_USE] = { "RDMACH_SHM_CMA_USE", RDMACH_KNOB_STRING, "auto",
+		0, 0,
+		"with the copy area, which large puts go by CMA: auto (where "
+		"CMA moves bytes faster than the copy area would, hot or cold, "
+		"as measured at start-up), cold (those not likely in cache), "
+		"always, never" },
+	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
+		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
+		"largest put that can be cache-resident (auto: the largest "
+		"working set memcpy moves at >= 60% of its in-cache speed, "
+		"measured at start-up by the lowest local rank)" },
+	[SHM_K_RECENT] = { "RDMACH_SHM_RECENT", RDMACH_KNOB_UINT, "4", 0,
+		SHM_RECENT_MAX,
+		"a large put counts as cache-resident if its buffer is one of the "
+		"last N large puts' (0: if it is not larger than the cache limit)" },
 	[SHM_K_LIVENESS_MS] = { "RDMACH_SHM_LIVENESS_MS", RDMACH_KNOB_UINT,
 		"2", 1, 60000,
 		"an idle poll checks at most this often that the peer lives" },
 };
 RDMACH_KNOB_TABLE(shm, shm_knobs);
+
+/* RDMACH_SHM_CACHE_LIMIT=auto: the measurement's largest working set, and
+ * the value used where there is nobody to measure for (a lone process). */
+#define SHM_CACHE_LIMIT_MAX (32u << 20)
+#define SHM_CACHE_LIMIT_DEFAULT (4u << 20)
+
+/* RDMACH_SHM_CMA_USE=auto: the copy area's rate as a fraction of one
+ * memcpy's, from bench/raw_shm_large on the 2-vCPU EPYC guest (1 MiB,
+ * window of 64, SCHED_FIFO, README): in cache it moves 26-27 GB/s where
+ * memcpy does 44 (the second core reads lines the first one has just
+ * written), from memory 15-17 GB/s where memcpy does 13-17 (both copies
+ * overlap; the area itself stays in cache). */
+#define SHM_PIPE_HOT_PER_COPY 0.6
+#define SHM_PIPE_COLD_PER_COPY 1.0
+
+enum shm_cma_use { SHM_CMA_AUTO, SHM_CMA_COLD, SHM_CMA_ALWAYS, SHM_CMA_NEVER };
 
 /* Rendezvous this process posted and the peer has not acknowledged. */
 struct shm_rndv_tx {
@@ -81,6 +142,18 @@ struct shm_rx_ring {
 
 enum { SHM_MAIN, SHM_LINES, SHM_NRINGS };	/* rings of a direction */
 
+/* A copy area (shm_ring.h) as its writer or its reader sees it. */
+struct shm_pipe {
+	struct shm_pipe_flag *flags;
+	uint8_t *area;
+	uint64_t slot;			/* bytes of a slot; 0: no copy area */
+	uint64_t slot_mask;		/* slots - 1 (a power of two) */
+	uint64_t next;			/* chunks written (tx) / taken (rx) */
+	uint64_t left;			/* tx: bytes of the message to copy in */
+	uint64_t chunk;			/* tx: size of its next chunk */
+	uint64_t off;			/* rx: bytes of the current chunk taken */
+};
+
 struct shm_conn {
 	struct rdmach_conn *conn;
 	struct shm_tl *tl;
@@ -96,12 +169,14 @@ struct shm_conn {
 	uint32_t tx_seq;		/* next packet's sequence number */
 	uint64_t next_rndv_id;
 	struct shm_rndv_tx rndv;
+	struct shm_pipe tx_pipe;	/* my copy area in the peer's segment */
 
 	/* receive side: the peer's rings in my segment */
 	struct shm_rx_ring rx[SHM_NRINGS];
 	struct shm_ring_ctrl *rx_ctrl;
 	uint32_t rx_seq;		/* sequence number expected next */
 	uint64_t rx_off;		/* bytes of the current packet consumed */
+	struct shm_pipe rx_pipe;	/* the peer's copy area in my segment */
 
 	/* liveness */
 	uint32_t idle_polls;		/* sends that found the ring full */
@@ -119,6 +194,16 @@ struct shm_tl {
 	uint64_t ring_size, line_ring_size, chunk, cma_threshold, liveness_ns;
 	int cma;
 	volatile uint64_t cma_magic;	/* peers read it to probe CMA */
+	/* copy area */
+	uint64_t pipe_size, pipe_slot, pipe_first, pipe_threshold;
+	uint32_t pipe_spin;
+	uint64_t cache_limit;		/* 0 until known (auto: after connect) */
+	enum shm_cma_use cma_use;
+	int cma_hot, cma_cold;		/* CMA for a hot / cold large put */
+	uint64_t large_min;		/* smallest put that is not ring packets */
+	/* buffers of the last large puts (a ring of `recent` entries) */
+	unsigned recent, recent_pos;
+	uintptr_t recent_buf[SHM_RECENT_MAX];
 };
 
 #define SHM_MIN_PARTIAL 2048u	/* smallest data packet cut by a full ring */
@@ -455,6 +540,113 @@ static ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
 	return (ssize_t)done;
 }
 
+/* ---- copy area ----------------------------------------------------------- */
+
+static inline void shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* The flag f of the next slot, once it is (full ? non-zero : zero): at
+ * once, or -- when this call has already moved a chunk, so the peer is at
+ * the same message -- after up to RDMACH_SHM_PIPE_SPIN polls.  Returns
+ * the flag's value; the caller checks it. */
+static inline uint64_t shm_pipe_wait(const struct shm_tl *tl,
+				     struct shm_pipe_flag *f, int full,
+				     size_t moved)
+{
+	uint64_t v = atomic_load_explicit(&f->len, memory_order_acquire);
+	uint32_t spins = moved ? tl->pipe_spin : 0;
+
+	while ((v != 0) != full && spins--) {
+		shm_cpu_relax();
+		v = atomic_load_explicit(&f->len, memory_order_acquire);
+	}
+	return v;
+}
+
+static inline struct shm_pipe_flag *shm_pipe_flag(const struct shm_pipe *pp)
+{
+	return &pp->flags[pp->next & pp->slot_mask];
+}
+
+static inline uint8_t *shm_pipe_slot(const struct shm_pipe *pp)
+{
+	return pp->area + (pp->next & pp->slot_mask) * pp->slot;
+}
+
+/* Bytes of the chunk in the reader's next slot, 0 while it is empty. */
+static inline uint64_t shm_rx_pipe_ready(const struct shm_conn *sc)
+{
+	return atomic_load_explicit(&shm_pipe_flag(&sc->rx_pipe)->len,
+				    memory_order_acquire);
+}
+
+/* A PIPE packet at the head of the ring: copy out the chunks that have
+ * come, into the iovec; a partial get keeps its place in the chunk.
+ * Returns bytes delivered or a negative errno; *fin is set when the
+ * message is complete (the packet is then consumed). */
+static ssize_t shm_rx_pipe(struct shm_conn *sc, struct shm_rx_ring *ring,
+			   uint8_t *p, uint32_t len, struct rdmach_iovc *c,
+			   size_t room, int *fin)
+{
+	struct shm_pipe *pp = &sc->rx_pipe;
+	struct shm_pipe_pkt pkt;
+	size_t done = 0;
+
+	memcpy(&pkt, p + SHM_HDR, sizeof(pkt));
+	if (len != sizeof(pkt) || !pp->slot || !pkt.total)
+		return shm_rx_corrupt(sc, ring, shm_load_hdr(p),
+				      "bad copy-area packet");
+	*fin = 0;
+	while (sc->rx_off < pkt.total && done < room) {
+		struct shm_pipe_flag *f = shm_pipe_flag(pp);
+		uint64_t n = shm_pipe_wait(sc->tl, f, 1, done);
+		size_t k;
+
+		if (!n)
+			break;
+		if (n > pp->slot || n > pkt.total - (sc->rx_off - pp->off))
+			return shm_rx_corrupt(sc, ring, shm_load_hdr(p),
+					      "copy-area chunk too long");
+		k = n - pp->off < room - done ? n - pp->off : room - done;
+		k = shm_scatter(c, shm_pipe_slot(pp) + pp->off, k);
+		pp->off += k;
+		sc->rx_off += k;
+		done += k;
+		if (pp->off == n) {	/* after the last load from the slot */
+			atomic_store_explicit(&f->len, 0, memory_order_release);
+			pp->next++;
+			pp->off = 0;
+		}
+	}
+	if (sc->rx_off == pkt.total) {
+		shm_rx_consume(sc, ring, shm_pkt_span(len));
+		sc->conn->stats.packets_received++;
+		*fin = 1;
+	}
+	return (ssize_t)done;
+}
+
+/* A copy-area message is at the head but its next chunk has not come:
+ * every SHM_IDLE_POLLS such polls, has the writer finalized or died?
+ * The flags are read before the slot is looked at again, so a chunk
+ * written before the close/death is still delivered. */
+static __attribute__((noinline)) ssize_t shm_rx_pipe_idle(struct shm_conn *sc)
+{
+	if (++sc->rx_idle_polls % SHM_IDLE_POLLS)
+		return 0;
+	if (atomic_load_explicit(&sc->rx_ctrl->writer_closed,
+				 memory_order_acquire))
+		return shm_rx_pipe_ready(sc) ? 0 : -ESHUTDOWN;
+	if (shm_peer_check_due(sc) && shm_peer_dead(sc))
+		return shm_rx_pipe_ready(sc) ? 0 :
+		       shm_fail_dead(sc, "in the middle of a large message");
+	return 0;
+}
+
 /* Deliver what has arrived.  Returns bytes (>= 0) or a negative errno. */
 static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			    size_t total)
@@ -494,15 +686,20 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 				break;
 			shm_rx_consume(sc, r, shm_pkt_span(len));
 			sc->conn->stats.packets_received++;
-		} else if (shm_hdr_type(h) == RDMACH_PKT_RNDV) {
-			ret = shm_rx_rndv(sc, r, p, len, c, total - done,
-					  &fin);
+		} else if (shm_hdr_type(h) == RDMACH_PKT_RNDV ||
+			   shm_hdr_type(h) == RDMACH_PKT_PIPE) {
+			ret = shm_hdr_type(h) == RDMACH_PKT_PIPE ?
+			      shm_rx_pipe(sc, r, p, len, c, total - done, &fin) :
+			      shm_rx_rndv(sc, r, p, len, c, total - done, &fin);
 			if (ret < 0)
 				break;
 			done += (size_t)ret;
 			ret = 0;
-			if (!fin)
-				break;
+			if (fin)
+				continue;
+			if (!done && shm_hdr_type(h) == RDMACH_PKT_PIPE)
+				ret = shm_rx_pipe_idle(sc);
+			break;
 		} else {
 			ret = shm_rx_corrupt(sc, r, h, "unknown packet type");
 			break;
@@ -765,29 +962,6 @@ static ssize_t shm_tx_rndv_poll(struct shm_conn *sc, const struct iovec *iov,
 	return (ssize_t)sc->rndv.bytes;
 }
 
-static __attribute__((noinline)) ssize_t
-shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
-		size_t total)
-{
-	ssize_t n;
-
-	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire)) {
-		if (sc->rndv.active && shm_rndv_acked(sc))
-			return shm_tx_rndv_poll(sc, iov, iovcnt);
-		return -EPIPE;
-	}
-	if (sc->rndv.active)
-		return shm_tx_rndv_poll(sc, iov, iovcnt);
-	if (total >= sc->tl->cma_threshold && sc->tl->cma &&
-	    atomic_load_explicit(&sc->tx_ctrl->cma_ok, memory_order_relaxed)) {
-		n = shm_tx_rndv_start(sc, iov, iovcnt);
-		if (n != -EAGAIN)
-			return n;
-	}
-	return shm_tx_copy(sc, iov, iovcnt, total);
-}
-
 /* The ring a put of one packet of need bytes goes to now: the line ring
  * if it is one line and there is room there, else the main ring if the
  * packet fits before its end and in the space the cached tail shows;
@@ -806,6 +980,152 @@ static inline struct shm_tx_ring *shm_tx_ring_for(struct shm_conn *sc,
 	return r;
 }
 
+/* Start a message of total bytes through the copy area: its PIPE packet
+ * (in the line ring when there is room: it is one line).  Only once the
+ * next slot is free, so that a put that commits bytes also takes some.
+ * 0, or -EAGAIN when there is no room yet. */
+static int shm_tx_pipe_start(struct shm_conn *sc, uint64_t total)
+{
+	struct shm_pipe *pp = &sc->tx_pipe;
+	struct shm_pipe_pkt pkt = { .total = total };
+	struct shm_tx_ring *r;
+	uint8_t *p;
+
+	if (atomic_load_explicit(&shm_pipe_flag(pp)->len, memory_order_acquire))
+		return -EAGAIN;
+	r = shm_tx_ring_for(sc, SHM_LINE);
+	if (!r)
+		return -EAGAIN;
+	p = r->base + (r->head & r->mask);
+	memcpy(p + SHM_HDR, &pkt, sizeof(pkt));
+	shm_tx_post(sc, r, p, RDMACH_PKT_PIPE, sizeof(pkt), SHM_LINE);
+	sc->conn->stats.packets_sent++;
+	sc->conn->stats.pipelined_msgs++;
+	pp->left = total;
+	pp->chunk = sc->tl->pipe_first < pp->slot ? sc->tl->pipe_first : pp->slot;
+	return 0;
+}
+
+/* Copy the next bytes of the current copy-area message (starting one if
+ * none is under way) into every free slot, in chunks that double from
+ * RDMACH_SHM_PIPE_FIRST to the slot size.  Returns the bytes taken. */
+static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
+			   int iovcnt, size_t total)
+{
+	struct shm_pipe *pp = &sc->tx_pipe;
+	struct rdmach_iovc c;
+	size_t done = 0, take;
+
+	if (!pp->left && shm_tx_pipe_start(sc, total))
+		return shm_tx_stalled(sc);
+	take = total < pp->left ? total : pp->left;
+	rdmach_iovc_init(&c, iov, iovcnt);
+	while (done < take) {
+		struct shm_pipe_flag *f = shm_pipe_flag(pp);
+		uint64_t n = take - done < pp->chunk ? take - done : pp->chunk;
+
+		if (shm_pipe_wait(sc->tl, f, 0, done))
+			break;
+		shm_gather(&c, shm_pipe_slot(pp), n);
+		atomic_store_explicit(&f->len, n, memory_order_release);
+		pp->next++;
+		done += n;
+		pp->chunk = 2 * pp->chunk < pp->slot ? 2 * pp->chunk : pp->slot;
+	}
+	pp->left -= done;
+	if (done == 0)
+		return shm_tx_stalled(sc);
+	return (ssize_t)done;
+}
+
+/* The piece of an iovec that holds most of its bytes: the buffer whose
+ * place in the cache decides. */
+static uintptr_t shm_main_buf(const struct iovec *iov, int iovcnt)
+{
+	size_t best = 0;
+	uintptr_t buf = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len > best) {
+			best = iov[i].iov_len;
+			buf = (uintptr_t)iov[i].iov_base;
+		}
+	return buf;
+}
+
+/* Was buf the buffer of one of the last large puts?  Notes it either way. */
+static int shm_recent_buf(struct shm_tl *tl, uintptr_t buf)
+{
+	unsigned i;
+
+	for (i = 0; i < tl->recent; i++)
+		if (tl->recent_buf[i] == buf)
+			return 1;
+	if (tl->recent) {
+		tl->recent_buf[tl->recent_pos] = buf;
+		tl->recent_pos = (tl->recent_pos + 1) % tl->recent;
+	}
+	return 0;
+}
+
+/*
+ * A large put: cross-memory attach (one copy, by the reader, after the
+ * kernel has pinned the writer's pages) or the copy area (two copies,
+ * overlapped, through memory that stays in cache)?  Which is faster
+ * depends on where the bytes are: a put is hot (likely in the writer's
+ * cache) when it is not larger than the cache limit and, with
+ * RDMACH_SHM_RECENT, its buffer was put recently (a reused buffer), cold
+ * otherwise; for each of the two, RDMACH_SHM_CMA_USE=auto takes the way
+ * the start-up measurement found faster (shm_cma_setup_choice).
+ */
+static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
+			   int iovcnt, size_t total)
+{
+	struct shm_tl *tl = sc->tl;
+	int hot;
+
+	if (!tl->cma || total < tl->cma_threshold ||
+	    !atomic_load_explicit(&sc->tx_ctrl->cma_ok, memory_order_relaxed))
+		return 0;
+	if (!sc->tx_pipe.slot || total < tl->pipe_threshold)
+		return 1;
+	if (tl->cma_hot == tl->cma_cold)
+		return tl->cma_hot;
+	hot = total <= tl->cache_limit;
+	if (tl->recent && !shm_recent_buf(tl, shm_main_buf(iov, iovcnt)))
+		hot = 0;
+	return hot ? tl->cma_hot : tl->cma_cold;
+}
+
+static __attribute__((noinline)) ssize_t
+shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
+		size_t total)
+{
+	ssize_t n;
+
+	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
+				 memory_order_acquire)) {
+		if (sc->rndv.active && shm_rndv_acked(sc))
+			return shm_tx_rndv_poll(sc, iov, iovcnt);
+		return -EPIPE;
+	}
+	if (sc->rndv.active)
+		return shm_tx_rndv_poll(sc, iov, iovcnt);
+	if (sc->tx_pipe.left)
+		return shm_tx_pipe(sc, iov, iovcnt, total);
+	if (total >= sc->tl->large_min) {
+		if (shm_tx_want_cma(sc, iov, iovcnt, total)) {
+			n = shm_tx_rndv_start(sc, iov, iovcnt);
+			if (n != -EAGAIN)
+				return n;
+		}
+		if (sc->tx_pipe.slot && total >= sc->tl->pipe_threshold)
+			return shm_tx_pipe(sc, iov, iovcnt, total);
+	}
+	return shm_tx_copy(sc, iov, iovcnt, total);
+}
+
 /* Most messages: one packet (no rendezvous) into the ring
  * shm_tx_ring_for picks; everything else, and a closed reader, go the
  * general way. */
@@ -818,7 +1138,7 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	struct rdmach_iovc c;
 	uint8_t *p;
 
-	if (total > sc->one_pkt_max || sc->rndv.active ||
+	if (total > sc->one_pkt_max || sc->rndv.active || sc->tx_pipe.left ||
 	    !(r = shm_tx_ring_for(sc, need)) ||
 	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
 				 memory_order_acquire))
@@ -833,16 +1153,77 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 
 /* ---- wire-up ----------------------------------------------------------- */
 
+static int shm_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/* The copy-area knobs: powers of two, 2..SHM_PIPE_MAX_SLOTS slots. */
+static int shm_read_pipe_knobs(struct shm_tl *tl, const uint64_t *v)
+{
+	uint64_t area = v[SHM_K_PIPE_AREA], slot = v[SHM_K_PIPE_CHUNK];
+
+	if (!shm_pow2(area) || !shm_pow2(slot) || slot > area / 2 ||
+	    area / slot > SHM_PIPE_MAX_SLOTS) {
+		rdmach_err("shm: RDMACH_SHM_PIPE_AREA=%" PRIu64 " and "
+			   "RDMACH_SHM_PIPE_CHUNK=%" PRIu64 " must be powers "
+			   "of two making 2..%u slots", area, slot,
+			   SHM_PIPE_MAX_SLOTS);
+		return -EINVAL;
+	}
+	tl->pipe_size = v[SHM_K_PIPE] ? area : 0;
+	tl->pipe_slot = slot;
+	tl->pipe_first = v[SHM_K_PIPE_FIRST];
+	tl->pipe_threshold = v[SHM_K_PIPE_THRESHOLD];
+	tl->pipe_spin = (uint32_t)v[SHM_K_PIPE_SPIN];
+	tl->recent = (unsigned)v[SHM_K_RECENT];
+	tl->large_min = UINT64_MAX;
+	if (tl->pipe_size)
+		tl->large_min = tl->pipe_threshold;
+	if (tl->cma && tl->cma_threshold < tl->large_min)
+		tl->large_min = tl->cma_threshold;
+	return 0;
+}
+
+static int shm_read_cma_use(struct shm_tl *tl)
+{
+	static const char *const names[] = {
+		[SHM_CMA_AUTO] = "auto", [SHM_CMA_COLD] = "cold",
+		[SHM_CMA_ALWAYS] = "always", [SHM_CMA_NEVER] = "never",
+	};
+	const char *v = rdmach_knob_str(&shm_knobs[SHM_K_CMA_USE]);
+	unsigned i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(v, names[i])) {
+			tl->cma_use = (enum shm_cma_use)i;
+			tl->cma_hot = tl->cma_use == SHM_CMA_ALWAYS;
+			tl->cma_cold = tl->cma_use == SHM_CMA_ALWAYS ||
+				       tl->cma_use == SHM_CMA_COLD;
+			return 0;
+		}
+	rdmach_err("shm: RDMACH_SHM_CMA_USE=%s is none of auto, cold, "
+		   "always, never", v);
+	return -EINVAL;
+}
+
 static int shm_read_knobs(struct shm_tl *tl)
 {
 	uint64_t v[SHM_K_NUM];
 	int i, err;
 
 	for (i = 0; i < SHM_K_NUM; i++) {
+		if (shm_knobs[i].type == RDMACH_KNOB_STRING)
+			continue;
 		err = rdmach_knob_u64(&shm_knobs[i], &v[i]);
-		if (err)
+		if (err == -ENODATA && i == SHM_K_CACHE_LIMIT)
+			v[i] = 0;	/* auto: measured at connect */
+		else if (err)
 			return err;
 	}
+	err = shm_read_cma_use(tl);
+	if (err)
+		return err;
 	if (v[SHM_K_RING_SIZE] & (v[SHM_K_RING_SIZE] - 1)) {
 		rdmach_err("shm: RDMACH_SHM_RING_SIZE=%" PRIu64 " is not a "
 			   "power of two", v[SHM_K_RING_SIZE]);
@@ -863,8 +1244,9 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->chunk -= SHM_HDR;	/* a full chunk is whole lines */
 	tl->cma = (int)v[SHM_K_CMA];
 	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
+	tl->cache_limit = v[SHM_K_CACHE_LIMIT];
 	tl->liveness_ns = v[SHM_K_LIVENESS_MS] * 1000000u;
-	return 0;
+	return shm_read_pipe_knobs(tl, v);
 }
 
 static int shm_open_tl(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
@@ -902,18 +1284,57 @@ static void shm_key(char *key, size_t len, int rank)
 	snprintf(key, len, "shm-%d", rank);
 }
 
+/* The lowest local rank (the leader) measures the cache limit for all,
+ * when it is auto and the choice it serves can arise; the others read it
+ * from the leader's segment header at connect (shm_cache_limit_setup). */
+static int shm_leader(const int *peers, int npeers)
+{
+	int i, min = peers[0];
+
+	for (i = 1; i < npeers; i++)
+		if (peers[i] < min)
+			min = peers[i];
+	return min;
+}
+
+static void shm_measure_cache(struct shm_tl *tl, const int *peers, int npeers)
+{
+	struct shm_seg_hdr *h = shm_seg_hdr(&tl->seg);
+	struct shm_calib m;
+
+	if ((tl->cache_limit && tl->cma_use != SHM_CMA_AUTO) || !tl->cma ||
+	    !tl->pipe_size || npeers < 2 ||
+	    shm_leader(peers, npeers) != tl->base.ctx->rank ||
+	    shm_calib_measure(SHM_CACHE_LIMIT_MAX, &m))
+		return;
+	rdmach_info("shm: measured: cache limit %" PRIu64 " KiB; memcpy %.1f "
+		    "GB/s in cache, %.1f beyond; process_vm_readv %.1f / %.1f",
+		    m.cache_limit >> 10, m.copy_hot, m.copy_cold, m.cma_hot,
+		    m.cma_cold);
+	h->copy_hot_mbs = (uint64_t)(m.copy_hot * 1000);
+	h->copy_cold_mbs = (uint64_t)(m.copy_cold * 1000);
+	h->cma_hot_mbs = (uint64_t)(m.cma_hot * 1000);
+	h->cma_cold_mbs = (uint64_t)(m.cma_cold * 1000);
+	h->cache_limit = m.cache_limit;
+}
+
 static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 {
 	struct shm_tl *tl = shm_tl_of(base);
 	char key[32], val[192], seg[128];
+	struct shm_seg_geom geom;
 	int err;
 
 	if (npeers == 0)
 		return 0;
-	err = shm_seg_create(&tl->seg, base->ctx->rank, peers, npeers,
-			     tl->ring_size, tl->line_ring_size);
+	geom.ring_size = tl->ring_size;
+	geom.line_ring_size = tl->line_ring_size;
+	geom.pipe_size = tl->pipe_size;
+	geom.pipe_slot = tl->pipe_slot;
+	err = shm_seg_create(&tl->seg, base->ctx->rank, peers, npeers, &geom);
 	if (err)
 		return err;
+	shm_measure_cache(tl, peers, npeers);
 	err = shm_seg_describe(&tl->seg, seg, sizeof(seg));
 	if (err)
 		return err;
@@ -980,6 +1401,27 @@ static void shm_rx_ring_init(struct shm_rx_ring *r, uint8_t *base,
 	r->mask = size ? size - 1 : 0;
 }
 
+/* The copy area of writer slot in seg; none if seg has none or its
+ * header does not describe one that fits. */
+static void shm_pipe_init(struct shm_pipe *pp, const struct shm_seg *seg,
+			  int slot)
+{
+	const struct shm_seg_hdr *h = shm_seg_hdr(seg);
+
+	memset(pp, 0, sizeof(*pp));
+	if (!h->pipe_size || !shm_pow2(h->pipe_slot) ||
+	    !shm_pow2(h->pipe_size) || h->pipe_size / h->pipe_slot < 2 ||
+	    h->pipe_size / h->pipe_slot > SHM_PIPE_MAX_SLOTS ||
+	    h->pipe_stride < h->pipe_size + h->pipe_size / h->pipe_slot *
+	    sizeof(struct shm_pipe_flag) ||
+	    h->pipe_off + (uint64_t)(slot + 1) * h->pipe_stride > seg->size)
+		return;
+	pp->flags = shm_seg_pipe_flags(seg, slot);
+	pp->area = shm_seg_pipe_area(seg, slot);
+	pp->slot = h->pipe_slot;
+	pp->slot_mask = h->pipe_size / h->pipe_slot - 1;
+}
+
 static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 				 const struct shm_seg *peer_seg, int tx_slot,
 				 int rx_slot)
@@ -993,8 +1435,8 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 			 shm_seg_line_ring(peer_seg, tx_slot),
 			 &sc->tx_ctrl->line_tail, ph->line_ring_size);
 	sc->one_pkt_max = tl->chunk;
-	if (tl->cma && tl->cma_threshold <= sc->one_pkt_max)
-		sc->one_pkt_max = tl->cma_threshold - 1;
+	if (tl->large_min <= sc->one_pkt_max)
+		sc->one_pkt_max = tl->large_min - 1;
 	sc->tx_seq = SHM_SEQ_FIRST;
 	sc->next_rndv_id = 1;
 	sc->rx_ctrl = shm_seg_ctrl(&tl->seg, rx_slot);
@@ -1004,6 +1446,11 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 			 shm_seg_line_ring(&tl->seg, rx_slot),
 			 &sc->rx_ctrl->line_tail, tl->line_ring_size);
 	sc->rx_seq = SHM_SEQ_FIRST;
+	shm_pipe_init(&sc->rx_pipe, &tl->seg, rx_slot);
+	if (tl->pipe_size)	/* RDMACH_SHM_PIPE=0: the writer's choice */
+		shm_pipe_init(&sc->tx_pipe, peer_seg, tx_slot);
+	else
+		memset(&sc->tx_pipe, 0, sizeof(sc->tx_pipe));
 }
 
 static void shm_cma_setup(struct shm_conn *sc, struct shm_tl *tl,
@@ -1069,6 +1516,33 @@ static void shm_conn_free(struct shm_conn *sc)
 	free(sc);
 }
 
+/* What is auto, from the leader's measurement in its segment header
+ * (shm_measure_cache): the cache limit (else a fixed guess), and for hot
+ * and cold puts whether CMA moves bytes faster than the copy area would
+ * (else never: the copy area, which needs no system call). */
+static void shm_choice_setup(struct shm_tl *tl, const int *peers, int npeers)
+{
+	int leader = shm_leader(peers, npeers), i;
+	const struct shm_seg *seg = &tl->seg;
+	const struct shm_seg_hdr *h;
+
+	for (i = 0; i < tl->npeers; i++)
+		if (tl->conns[i]->conn->peer == leader && !tl->conns[i]->self)
+			seg = &tl->conns[i]->peer_seg;
+	h = shm_seg_hdr(seg);
+	if (!tl->cache_limit)
+		tl->cache_limit = h->cache_limit ? h->cache_limit :
+				  SHM_CACHE_LIMIT_DEFAULT;
+	if (tl->cma_use != SHM_CMA_AUTO)
+		return;
+	tl->cma_hot = h->cma_hot_mbs >
+		      SHM_PIPE_HOT_PER_COPY * (double)h->copy_hot_mbs;
+	tl->cma_cold = h->cma_cold_mbs >
+		       SHM_PIPE_COLD_PER_COPY * (double)h->copy_cold_mbs;
+	rdmach_debug("shm: large puts by CMA when hot: %s, cold: %s",
+		     tl->cma_hot ? "yes" : "no", tl->cma_cold ? "yes" : "no");
+}
+
 static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
 {
 	struct shm_tl *tl = shm_tl_of(base);
@@ -1096,6 +1570,7 @@ static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
 		sc->conn->priv = sc;
 		sc->conn->tl = base;
 	}
+	shm_choice_setup(tl, peers, npeers);
 	return 0;
 }
 

@@ -16,6 +16,16 @@
  * rx_seq from whichever ring's head holds it, so the byte stream keeps its
  * order whichever ring the writer picked (the line ring when it has room).
  *
+ * Large puts go through a third structure, the copy area (RDMACH_SHM_PIPE_*):
+ * `nslots` slots of `slot` bytes, each with a flag word on a line of its
+ * own.  A PIPE packet in a ring (payload: struct shm_pipe_pkt) says "the
+ * next `total` bytes of the stream are in the copy area"; the writer then
+ * copies chunks into the slots in turn (slot k mod nslots for its k-th
+ * chunk ever, chunks growing from RDMACH_SHM_PIPE_FIRST to the slot size,
+ * so that the reader starts copying out early), and the reader copies them
+ * out as they come: two copies, overlapped on two cores, through memory
+ * that stays in cache.
+ *
  * Memory-ordering contract
  * ------------------------
  *  - The writer fills the payload with plain stores, then publishes the
@@ -42,6 +52,17 @@
  *    that sees it and then finds no packet knows the stream has ended.
  *  - acked_id (reader) is the last rendezvous fully read: RELEASE after the
  *    cross-memory read, ACQUIRE by the writer before it reports the bytes.
+ *  - Copy area: a slot's flag holds the byte count of the chunk in it, or 0
+ *    when the slot is free.  The writer waits (ACQUIRE load) for 0, fills
+ *    the slot with plain stores, then stores the count with RELEASE; the
+ *    reader loads the flag with ACQUIRE, copies the chunk out and stores 0
+ *    with RELEASE only after its last load from the slot, so the writer
+ *    never overwrites bytes still being read.  Each flag has exactly one
+ *    writer at a time (writer: 0 -> n, reader: n -> 0), so no sequence
+ *    number is needed; the PIPE packet is published (header RELEASE) before
+ *    the first chunk of its message, and the reader touches the slots only
+ *    while such a packet is at its head.  A chunk never holds bytes of two
+ *    messages.
  */
 #ifndef RDMACH_SHM_RING_H
 #define RDMACH_SHM_RING_H
@@ -103,5 +124,18 @@ struct shm_ring_ctrl {
 };
 
 _Static_assert(sizeof(struct shm_ring_ctrl) == 512, "ring ctrl layout");
+
+/* Payload of a RDMACH_PKT_PIPE packet: one line with its header. */
+struct shm_pipe_pkt {
+	uint64_t total;		/* bytes of the stream in the copy area */
+};
+
+/* Flag of one copy-area slot, 128 bytes apart (adjacent-line prefetch). */
+struct shm_pipe_flag {
+	_Atomic uint64_t len;	/* bytes of the chunk in the slot, 0: free */
+	uint8_t pad[120];
+};
+
+#define SHM_PIPE_MAX_SLOTS 64u
 
 #endif /* RDMACH_SHM_RING_H */

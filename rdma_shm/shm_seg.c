@@ -71,11 +71,39 @@ static int shm_seg_open_fd(struct shm_seg *seg)
 	return shm_named_create(seg);
 }
 
+/* Offsets of the parts of a segment. */
+struct shm_seg_layout {
+	uint64_t ctrl_off, ring_off, line_off, pipe_off, pipe_stride;
+	uint64_t populated, size;
+};
+
+static void shm_seg_plan(int nwriters, const struct shm_seg_geom *g,
+			 struct shm_seg_layout *l)
+{
+	uint64_t flags = 0;
+
+	l->ctrl_off = shm_align(sizeof(struct shm_seg_hdr) +
+				(uint64_t)nwriters * sizeof(int32_t),
+				sizeof(struct shm_ring_ctrl));
+	l->ring_off = shm_align(l->ctrl_off + (uint64_t)nwriters *
+				sizeof(struct shm_ring_ctrl), SHM_PAGE);
+	l->line_off = l->ring_off + (uint64_t)nwriters * g->ring_size;
+	l->pipe_off = shm_align(l->line_off + (uint64_t)nwriters *
+				g->line_ring_size, SHM_PAGE);
+	l->populated = l->pipe_off;
+	l->pipe_stride = 0;
+	if (g->pipe_size) {
+		flags = g->pipe_size / g->pipe_slot *
+			sizeof(struct shm_pipe_flag);
+		l->pipe_stride = shm_align(flags, SHM_PAGE) + g->pipe_size;
+	}
+	l->size = l->pipe_off + (uint64_t)nwriters * l->pipe_stride;
+}
+
 static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 			     const int *writers, int nwriters,
-			     uint64_t ring_size, uint64_t line_ring_size,
-			     uint64_t ctrl_off, uint64_t ring_off,
-			     uint64_t line_off)
+			     const struct shm_seg_geom *g,
+			     const struct shm_seg_layout *l)
 {
 	struct shm_seg_hdr *h = seg->base;
 	int i;
@@ -83,11 +111,19 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 	h->magic = SHM_SEG_MAGIC;
 	h->version = SHM_SEG_VERSION;
 	h->nslots = (uint32_t)nwriters;
-	h->ring_size = ring_size;
-	h->ctrl_off = ctrl_off;
-	h->ring_off = ring_off;
-	h->line_ring_size = line_ring_size;
-	h->line_off = line_off;
+	h->ring_size = g->ring_size;
+	h->ctrl_off = l->ctrl_off;
+	h->ring_off = l->ring_off;
+	h->line_ring_size = g->line_ring_size;
+	h->line_off = l->line_off;
+	h->pipe_size = g->pipe_size;
+	h->pipe_slot = g->pipe_size ? g->pipe_slot : 0;
+	h->pipe_off = l->pipe_off;
+	h->pipe_stride = l->pipe_stride;
+	h->populated = l->populated;
+	h->cache_limit = 0;
+	h->copy_hot_mbs = h->copy_cold_mbs = 0;
+	h->cma_hot_mbs = h->cma_cold_mbs = 0;
 	h->size = seg->size;
 	h->owner_rank = my_rank;
 	h->owner_pid = (int32_t)getpid();
@@ -97,45 +133,57 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 	}
 }
 
-int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
-		   int nwriters, uint64_t ring_size, uint64_t line_ring_size)
+/* Map size bytes of fd, the first `populated` of them with their pages in
+ * place (the header, control blocks and rings: touched at once), the copy
+ * areas on first use. */
+static void *shm_seg_map(int fd, uint64_t size, uint64_t populated)
 {
-	uint64_t ctrl_off, ring_off, line_off, size;
+	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (base == MAP_FAILED)
+		return base;
+	if (populated && mmap(base, populated, PROT_READ | PROT_WRITE,
+			      MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) ==
+	    MAP_FAILED) {
+		int e = errno;
+
+		munmap(base, size);
+		errno = e;
+		return MAP_FAILED;
+	}
+	return base;
+}
+
+int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
+		   int nwriters, const struct shm_seg_geom *g)
+{
+	struct shm_seg_layout l;
 	void *base;
 	int fd, err;
 
-	ctrl_off = shm_align(sizeof(struct shm_seg_hdr) +
-			     (uint64_t)nwriters * sizeof(int32_t),
-			     sizeof(struct shm_ring_ctrl));
-	ring_off = shm_align(ctrl_off + (uint64_t)nwriters *
-			     sizeof(struct shm_ring_ctrl), SHM_PAGE);
-	line_off = ring_off + (uint64_t)nwriters * ring_size;
-	size = line_off + (uint64_t)nwriters * line_ring_size;
-
+	shm_seg_plan(nwriters, g, &l);
 	fd = shm_seg_open_fd(seg);
 	if (fd < 0)
 		return fd;
-	if (ftruncate(fd, (off_t)size) < 0) {
+	if (ftruncate(fd, (off_t)l.size) < 0) {
 		err = -errno;
 		rdmach_err("shm: cannot size the %" PRIu64 "-byte segment: %s",
-			   size, strerror(errno));
+			   l.size, strerror(errno));
 		goto err_close;
 	}
-	/* MAP_POPULATE: the owner (the reader) touches its rings first, so
-	 * the pages sit on its NUMA node. */
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_POPULATE, fd, 0);
+	/* populated by the owner (the reader), so the pages sit on its
+	 * NUMA node; a copy area's pages come with its first large put */
+	base = shm_seg_map(fd, l.size, l.populated);
 	if (base == MAP_FAILED) {
 		err = -errno;
 		rdmach_err("shm: mmap of the %" PRIu64 "-byte segment failed: %s",
-			   size, strerror(errno));
+			   l.size, strerror(errno));
 		goto err_close;
 	}
 	seg->base = base;
-	seg->size = size;
+	seg->size = l.size;
 	seg->fd = fd;
-	shm_seg_init_hdr(seg, my_rank, writers, nwriters, ring_size,
-			 line_ring_size, ctrl_off, ring_off, line_off);
+	shm_seg_init_hdr(seg, my_rank, writers, nwriters, g, &l);
 	return 0;
 
 err_close:
@@ -213,29 +261,40 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
 		err = -EPROTO;
 		goto err_close;
 	}
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_POPULATE, fd, 0);
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		err = -errno;
 		rdmach_err("shm: cannot map the %zu-byte segment of rank %d: %s",
 			   size, peer_rank, strerror(errno));
 		goto err_close;
 	}
-	close(fd);
 	h = base;
 	if (h->magic != SHM_SEG_MAGIC || h->version != SHM_SEG_VERSION ||
-	    h->size != size || h->owner_rank != peer_rank) {
+	    h->size != size || h->owner_rank != peer_rank ||
+	    h->populated > size) {
 		rdmach_err("shm: the segment of rank %d has a bad header "
 			   "(magic %#" PRIx64 " version %u rank %d): mixed "
 			   "rdmach versions?", peer_rank, h->magic, h->version,
 			   h->owner_rank);
-		munmap(base, size);
-		return -EPROTO;
+		err = -EPROTO;
+		goto err_unmap;
 	}
+	/* the rings we write: their pages in place now, not at the first
+	 * message (the copy areas stay sparse) */
+	if (mmap(base, h->populated, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
+		err = -errno;
+		rdmach_err("shm: cannot map the segment of rank %d: %s",
+			   peer_rank, strerror(errno));
+		goto err_unmap;
+	}
+	close(fd);
 	seg->base = base;
 	seg->size = size;
 	return 0;
 
+err_unmap:
+	munmap(base, size);
 err_close:
 	close(fd);
 	return err;

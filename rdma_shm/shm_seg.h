@@ -1,7 +1,13 @@
 /*
  * shm_seg.h - the receive segment of one process: a header, then one ring
  * control block, one main ring and one line ring per local peer (the
- * writer), self included.
+ * writer), self included, then one copy area per local peer for large
+ * puts (shm_ring.h: flags and slots).
+ *
+ * Only the part up to the copy areas is populated when the segment is
+ * created or mapped; a copy area's pages are allocated the first time its
+ * writer uses it (a memfd is sparse), so the areas of peers that never
+ * send a large message cost address space only.
  *
  * The segment is a memfd, never named in /dev/shm: peers open it through
  * /proc/<pid>/fd/<fd> during wire-up and the owner closes the fd once
@@ -20,7 +26,7 @@
 #include "shm_ring.h"
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
-#define SHM_SEG_VERSION 2u
+#define SHM_SEG_VERSION 3u
 
 struct shm_seg_hdr {
 	uint64_t magic;
@@ -31,6 +37,14 @@ struct shm_seg_hdr {
 	uint64_t ring_off;	/* ring i at ring_off + i * ring_size */
 	uint64_t line_ring_size; /* bytes of each line ring (0: none) */
 	uint64_t line_off;	/* line ring i at line_off + i * line_ring_size */
+	uint64_t pipe_size;	/* bytes of each copy area's slots (0: none) */
+	uint64_t pipe_slot;	/* bytes of one slot (the largest chunk) */
+	uint64_t pipe_off;	/* copy area i at pipe_off + i * pipe_stride */
+	uint64_t pipe_stride;	/* its flags page(s), then its slots */
+	uint64_t populated;	/* bytes mapped with MAP_POPULATE (before pipe_off) */
+	/* measured by the local leader (shm_calib.h; 0: not measured) */
+	uint64_t cache_limit;
+	uint64_t copy_hot_mbs, copy_cold_mbs, cma_hot_mbs, cma_cold_mbs;
 	uint64_t size;		/* whole segment */
 	int32_t owner_rank;
 	int32_t owner_pid;
@@ -45,9 +59,17 @@ struct shm_seg {
 	char name[64];		/* shm_open name, "" for a memfd */
 };
 
+/* Sizes of what a segment holds per writer. */
+struct shm_seg_geom {
+	uint64_t ring_size;	/* main ring, a power of two */
+	uint64_t line_ring_size; /* line ring, 0 or a power of two */
+	uint64_t pipe_size;	/* copy area slots, a multiple of pipe_slot (0: none) */
+	uint64_t pipe_slot;	/* one slot */
+};
+
 /* Create my segment with one slot per writer rank. */
 int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
-		   int nwriters, uint64_t ring_size, uint64_t line_ring_size);
+		   int nwriters, const struct shm_seg_geom *g);
 /* "pid:fd:size:name" for the oob exchange (name "-" for a memfd). */
 int shm_seg_describe(const struct shm_seg *seg, char *buf, size_t len);
 /* Map a peer's segment from its description; checks magic and size. */
@@ -85,6 +107,25 @@ static inline uint8_t *shm_seg_line_ring(const struct shm_seg *seg, int slot)
 
 	return (uint8_t *)seg->base + h->line_off +
 	       (size_t)slot * h->line_ring_size;
+}
+
+/* The flags of writer slot's copy area (shm_ring.h). */
+static inline struct shm_pipe_flag *shm_seg_pipe_flags(const struct shm_seg *seg,
+							int slot)
+{
+	struct shm_seg_hdr *h = seg->base;
+
+	return (struct shm_pipe_flag *)((uint8_t *)seg->base + h->pipe_off +
+					(size_t)slot * h->pipe_stride);
+}
+
+/* The first byte of its slots. */
+static inline uint8_t *shm_seg_pipe_area(const struct shm_seg *seg, int slot)
+{
+	struct shm_seg_hdr *h = seg->base;
+
+	return (uint8_t *)shm_seg_pipe_flags(seg, slot) + h->pipe_stride -
+	       h->pipe_size;
 }
 
 #endif /* RDMACH_SHM_SEG_H */

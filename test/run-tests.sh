@@ -1,10 +1,16 @@
 #!/bin/bash
 # run-tests.sh - what `make check` runs (after `make` built everything).
 #
-#   0. test/check-layers.sh: the library's layers include only downwards
+#   0. test/check-layers.sh: the library's layers include only downwards;
+#      test/check-knobs.sh: every knob is in a table and in README.md
 #   1. every $O/test/test_* natively (shared memory on this host)
-#   2. the conformance suite again with tiny rings/thresholds, and without
-#      cross-memory attach, so wraparound and protocol switches happen a lot
+#  1b. test/test-install.sh: ./configure --prefix + make install in a copy
+#      of the tree, a program outside it built with pkg-config and run,
+#      make uninstall; where make mpich takes MPICH_SRC from
+#   2. the conformance suite again with tiny rings/thresholds, without
+#      cross-memory attach, and with a tiny copy area taking every put from
+#      300 bytes up (CMA for those not in cache), so wraparound and
+#      protocol switches happen a lot
 #   3. a negative control: a corrupted byte must make the suite fail
 #   4. the conformance suite under Hydra: mpiexec -n 4 (the PMI-1 path)
 #   5. `make BUILD=asan` and every test again from the ASan+UBSan build
@@ -17,7 +23,7 @@
 # failed.  Environment:
 #   O=dir                 build directory (default build)
 #   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
-#   SKIP="asan valgrind mpiexec vm small negative mpich"  steps to leave out
+#   SKIP="install asan valgrind mpiexec vm small negative mpich"  steps to leave out
 #   TEST_TIMEOUT          seconds per binary (default 900)
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -102,13 +108,20 @@ if [ ${#tests[@]} = 0 ]; then
 	exit 1
 fi
 
-# 0. the library's dependency direction (include lines)
+# 0. static checks: the library's dependency direction (include lines);
+#    every knob read through a table and documented
 run "layers (test/check-layers.sh)" -- test/check-layers.sh
+run "knobs (test/check-knobs.sh)" -- test/check-knobs.sh "$O"
 
 # 1. native
 for t in "${tests[@]}"; do
 	run "native $(basename "$t")" -- "$t"
 done
+
+# 1b. install: configure --prefix, make install/uninstall, pkg-config
+if ! skipped install; then
+	run "install (test/test-install.sh)" -- test/test-install.sh
+fi
 
 conf=$O/test/test_conformance
 
@@ -117,6 +130,14 @@ if [ -x "$conf" ] && ! skipped small; then
 	run "conformance tiny shm rings" RDMACH_SHM_RING_SIZE=4K \
 		RDMACH_SHM_LINE_RING=128 RDMACH_SHM_CHUNK=256 \
 		RDMACH_SHM_CMA_THRESHOLD=1K \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
+	run "conformance tiny shm copy area" RDMACH_SHM_RING_SIZE=4K \
+		RDMACH_SHM_LINE_RING=128 RDMACH_SHM_CHUNK=256 \
+		RDMACH_SHM_PIPE_THRESHOLD=300 RDMACH_SHM_PIPE_AREA=4K \
+		RDMACH_SHM_PIPE_CHUNK=1K RDMACH_SHM_PIPE_FIRST=64 \
+		RDMACH_SHM_CMA_THRESHOLD=2K RDMACH_SHM_CACHE_LIMIT=8K \
+		RDMACH_SHM_RECENT=2 RDMACH_SHM_CMA_USE=cold \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"
 	run "conformance shm without CMA or line ring" RDMACH_SHM_CMA=0 \
@@ -170,7 +191,9 @@ fi
 # 6. valgrind
 if [ -x "$conf" ] && ! skipped valgrind; then
 	if command -v valgrind >/dev/null 2>&1; then
+		# fixed cache limit and choice: no start-up measurement
 		run "valgrind test_conformance" RDMACH_TEST_SCALE=0.05 \
+			RDMACH_SHM_CACHE_LIMIT=4M RDMACH_SHM_CMA_USE=cold \
 			RDMACH_TEST_TIMEOUT=600 RDMACH_TEST_STALL=120 \
 			-- valgrind -q --error-exitcode=1 --leak-check=full \
 			--errors-for-leak-kinds=definite "$conf"
@@ -193,6 +216,8 @@ if ! skipped mpich; then
 		run "MPICH ch3:rdma: MPI programs, np 2 4 8" NP_LIST="2 4 8" \
 			-- channel/test-mpich.sh progs
 		run "MPICH ch3:rdma: test/mpi CI subset" -- channel/test-mpich.sh ci
+		run "MPICH ch3:rdma: abnormal ends (mpiexec status)" -- \
+			channel/test-mpich.sh faults
 	else
 		tail -n 40 "$LOGS/mpich-build.log"
 		record "make mpich" 0 1

@@ -75,6 +75,7 @@ static int conf_one_way(struct tst *t, uint64_t bytes,
 static uint64_t conf_ring_call(uint64_t ring)
 {
 	static const char *const knobs[] = { "RDMACH_SHM_CMA_THRESHOLD",
+					     "RDMACH_SHM_PIPE_THRESHOLD",
 					     "RDMACH_ZCOPY_THRESHOLD",
 					     "RDMACH_SPIPE_THRESHOLD" };
 	uint64_t call = ring / 4, k;
@@ -196,6 +197,7 @@ static int conf_threshold_sizes(size_t *out, int max)
 {
 	static const char *const knobs[] = {
 		"RDMACH_SHM_CMA_THRESHOLD", "RDMACH_SHM_RING_SIZE",
+		"RDMACH_SHM_PIPE_THRESHOLD", "RDMACH_SHM_PIPE_CHUNK",
 		"RDMACH_IB_RING_SIZE", "RDMACH_IB_CHUNK_SIZE",
 		"RDMACH_ZCOPY_THRESHOLD", "RDMACH_SPIPE_THRESHOLD",
 	};
@@ -270,26 +272,28 @@ static int conf_thresholds_bidir(struct tst *t)
 			     &get_sh);
 }
 
-/* With cross-memory attach on, shm must have served big puts by it (the
- * protocol switch this case is meant to cross did happen). */
+/* shm must have served big puts by cross-memory attach or its copy area
+ * (the protocol switch this case is meant to cross did happen). */
 static int conf_check_zcopy(struct tst *t)
 {
 	rdmach_conn_t *c = tst_conn(t, 1);
 	rdmach_stats_t st;
 
 	if (t->rank != 0 || !c || strcmp(rdmach_conn_transport(c), "shm") ||
-	    !tst_knob("RDMACH_SHM_CMA"))
+	    (!tst_knob("RDMACH_SHM_CMA") && !tst_knob("RDMACH_SHM_PIPE")))
 		return 0;
 	if (rdmach_conn_stats(c, &st))
 		return tst_fail(t, "rdmach_conn_stats failed");
-	tst_log(t, "zcopy_msgs %llu zcopy_bytes %llu of %llu bytes",
-		(unsigned long long)st.zcopy_msgs,
+	tst_log(t, "zcopy_msgs %llu zcopy_bytes %llu pipelined_msgs %llu of "
+		"%llu bytes", (unsigned long long)st.zcopy_msgs,
 		(unsigned long long)st.zcopy_bytes,
+		(unsigned long long)st.pipelined_msgs,
 		(unsigned long long)st.bytes_put);
-	TST_CHECK(t, st.zcopy_msgs > 0 && st.zcopy_bytes > 0,
-		  "no put above RDMACH_SHM_CMA_THRESHOLD went zero-copy "
-		  "(zcopy_msgs %llu) although RDMACH_SHM_CMA=1",
-		  (unsigned long long)st.zcopy_msgs);
+	TST_CHECK(t, st.zcopy_msgs + st.pipelined_msgs > 0,
+		  "no put above RDMACH_SHM_CMA_THRESHOLD went zero-copy or "
+		  "through the copy area (zcopy_msgs %llu, pipelined_msgs %llu)",
+		  (unsigned long long)st.zcopy_msgs,
+		  (unsigned long long)st.pipelined_msgs);
 	return 0;
 }
 

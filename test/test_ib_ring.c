@@ -2,52 +2,28 @@
  * test_ib_ring.c - unit tests of the rdma_ib ring protocol (proto/ring) on
  * plain memory: the "RDMA write" is a memcpy from the sender's staging
  * mirror into the receiver's ring, so partial and stale arrivals can be
- * staged byte by byte.  Needs no device; runs natively.
- * Output: "ok <case>" / "FAIL <case>: why", then "N passed, M failed".
+ * staged byte by byte.  Needs no device; each case runs in a process of its
+ * own (TST_UNIT, test/lib/tst.h).
  */
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/tst.h"
 #include "proto/ring.h"
 
 struct pipe {
 	uint8_t *stage, *ring;
 	uint64_t size;
+	uint64_t seed;		/* of the byte stream through the pipe */
 	struct ring_tx tx;
 	struct ring_rx rx;
 };
 
-static char why[256];
-
-static int fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-#define CHECK(cond, ...)                                              \
-	do {                                                          \
-		if (!(cond))                                          \
-			return fail(__VA_ARGS__);                     \
-	} while (0)
-
-static uint8_t pat(uint64_t off)
-{
-	uint64_t x = off * 0x9e3779b97f4a7c15ull;
-
-	return (uint8_t)(x >> 56 ^ x >> 23);
-}
-
-static void pipe_init(struct pipe *p, uint64_t size)
+static void pipe_init(struct tst *t, struct pipe *p, uint64_t size)
 {
 	p->size = size;
+	p->seed = tst_stream_seed(t, 0, 1);
 	p->stage = calloc(1, size);
 	p->ring = calloc(1, size);
 	if (!p->stage || !p->ring)
@@ -74,64 +50,63 @@ static void wire(struct pipe *p, const struct ring_slot *s, uint64_t from,
 static int send_one(struct pipe *p, uint64_t want, uint64_t max,
 		    uint64_t *sent, struct ring_slot *s)
 {
-	uint32_t i;
-
 	if (ring_tx_reserve(&p->tx, want, max, s))
 		return -EAGAIN;
-	for (i = 0; i < s->len; i++)
-		s->payload[i] = pat(*sent + i);
+	tst_pat_fill(s->payload, s->len, p->seed, *sent);
 	ring_tx_commit(&p->tx, s, p->rx.pos);
 	*sent += s->len;
 	return 0;
 }
 
 /* Receive every complete packet, check bytes, consume, return credit. */
-static int recv_all(struct pipe *p, uint64_t *got)
+static int recv_all(struct tst *t, struct pipe *p, uint64_t *got)
 {
 	struct ring_pkt pkt;
-	uint32_t i;
+	size_t bad;
 	int r;
 
 	while ((r = ring_rx_peek(&p->rx, 1, &pkt)) == 1) {
-		for (i = 0; i < pkt.len; i++)
-			CHECK(pkt.payload[i] == pat(*got + i),
-			      "byte %llu: got 0x%02x want 0x%02x",
-			      (unsigned long long)(*got + i), pkt.payload[i],
-			      pat(*got + i));
+		bad = tst_pat_check(pkt.payload, pkt.len, p->seed, *got);
+		TST_CHECK(t, bad == pkt.len,
+			  "byte %llu: got 0x%02x want 0x%02x",
+			  (unsigned long long)(*got + bad), pkt.payload[bad],
+			  tst_pat_byte(p->seed, *got + bad));
 		*got += pkt.len;
 		ring_rx_consume(&p->rx, &pkt);
 	}
-	CHECK(r == 0, "peek returned %d", r);
+	TST_CHECK(t, r == 0, "peek returned %d", r);
 	return 0;
 }
 
 /* Many packets of random sizes through a small ring: wrap-around, the cut
  * at the ring's end, FIFO order, byte-exact. */
-static int case_stream(void)
+static int case_stream(struct tst *t)
 {
 	struct pipe p;
 	struct ring_slot s;
 	uint64_t sent = 0, got = 0, total = 3u << 20, rng = 12345, want;
 	int laps;
 
-	pipe_init(&p, 8192);
+	pipe_init(t, &p, 8192);
 	while (got < total) {
-		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-		want = 1 + (rng >> 33) % 3000;
+		want = tst_rand_range(&rng, 1, 3000);
 		if (want > total - sent)
 			want = total - sent;
 		if (want && !send_one(&p, want, 4096, &sent, &s))
 			wire(&p, &s, 0, s.bytes);
-		if (recv_all(&p, &got))
+		if (recv_all(t, &p, &got))
 			goto err;
-		CHECK(ring_tx_credit(&p.tx, p.rx.pos) == 0, "credit refused");
+		if (ring_tx_credit(&p.tx, p.rx.pos)) {
+			tst_fail(t, "credit refused");
+			goto err;
+		}
 		ring_tx_acked(&p.tx, p.tx.head);
 	}
 	laps = (int)(p.rx.pos / p.size);
 	pipe_free(&p);
-	CHECK(got == total, "got %llu of %llu", (unsigned long long)got,
-	      (unsigned long long)total);
-	CHECK(laps > 100, "only %d laps of the ring", laps);
+	TST_CHECK(t, got == total, "got %llu of %llu", (unsigned long long)got,
+		  (unsigned long long)total);
+	TST_CHECK(t, laps > 100, "only %d laps of the ring", laps);
 	return 0;
 err:
 	pipe_free(&p);
@@ -139,7 +114,7 @@ err:
 }
 
 /* A packet is not seen until its last byte (the trailer) is there. */
-static int case_partial_arrival(void)
+static int case_partial_arrival(struct tst *t)
 {
 	struct pipe p;
 	struct ring_slot s;
@@ -147,32 +122,32 @@ static int case_partial_arrival(void)
 	uint64_t sent = 0, got = 0, cut;
 	int ret = -1;
 
-	pipe_init(&p, 16384);
+	pipe_init(t, &p, 16384);
 	if (send_one(&p, 5000, 8192, &sent, &s))
 		goto out;
 	for (cut = 0; cut < s.bytes; cut += 61) {
 		wire(&p, &s, 0, cut);
 		if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
-			fail("packet seen with %llu of %llu bytes",
-			     (unsigned long long)cut,
-			     (unsigned long long)s.bytes);
+			tst_fail(t, "packet seen with %llu of %llu bytes",
+				 (unsigned long long)cut,
+				 (unsigned long long)s.bytes);
 			goto out;
 		}
 	}
 	/* everything but the trailer (a u64 lands atomically) */
 	wire(&p, &s, 0, s.bytes - RING_TRL);
 	if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
-		fail("packet seen without its trailer");
+		tst_fail(t, "packet seen without its trailer");
 		goto out;
 	}
 	wire(&p, &s, 0, s.bytes);
 	if (ring_rx_peek(&p.rx, 1, &pkt) != 1 || pkt.len != 5000) {
-		fail("complete packet not seen");
+		tst_fail(t, "complete packet not seen");
 		goto out;
 	}
-	ret = recv_all(&p, &got);
+	ret = recv_all(t, &p, &got);
 	if (!ret && got != 5000)
-		ret = fail("got %llu bytes", (unsigned long long)got);
+		ret = tst_fail(t, "got %llu bytes", (unsigned long long)got);
 out:
 	pipe_free(&p);
 	return ret;
@@ -184,7 +159,7 @@ out:
  * new header position lies on old payload.  Nothing may be seen before the
  * real packet is copied: consume must have cleared those positions.
  */
-static int case_stale_flags(void)
+static int case_stale_flags(struct tst *t)
 {
 	struct pipe p;
 	struct ring_slot s;
@@ -192,7 +167,7 @@ static int case_stale_flags(void)
 	uint64_t i, round;
 	int ret = -1;
 
-	pipe_init(&p, 4096);
+	pipe_init(t, &p, 4096);
 	for (round = 0; round < 400; round++) {
 		uint64_t want = 40 + (round * 37) % 1500;
 
@@ -208,20 +183,21 @@ static int case_stale_flags(void)
 		}
 		ring_tx_commit(&p.tx, &s, 0);
 		if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
-			fail("round %llu: stale bytes taken for a packet",
-			     (unsigned long long)round);
+			tst_fail(t, "round %llu: stale bytes taken for a "
+				 "packet", (unsigned long long)round);
 			goto out;
 		}
 		wire(&p, &s, 0, s.bytes);
 		if (ring_rx_peek(&p.rx, 1, &pkt) != 1 || pkt.len != s.len) {
-			fail("round %llu: packet not seen",
-			     (unsigned long long)round);
+			tst_fail(t, "round %llu: packet not seen",
+				 (unsigned long long)round);
 			goto out;
 		}
 		ring_rx_consume(&p.rx, &pkt);
 		if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
-			fail("round %llu: stale bytes after consume taken "
-			     "for a packet", (unsigned long long)round);
+			tst_fail(t, "round %llu: stale bytes after consume "
+				 "taken for a packet",
+				 (unsigned long long)round);
 			goto out;
 		}
 		ring_tx_credit(&p.tx, p.rx.pos);
@@ -230,7 +206,7 @@ static int case_stale_flags(void)
 	ret = 0;
 	goto out;
 out_full:
-	fail("ring full with everything consumed");
+	tst_fail(t, "ring full with everything consumed");
 out:
 	pipe_free(&p);
 	return ret;
@@ -239,46 +215,47 @@ out:
 /* Sender stalls exactly when the ring is full and resumes on credit;
  * staging is reused only after the local write completed; bogus credits
  * are refused. */
-static int case_credit_stall(void)
+static int case_credit_stall(struct tst *t)
 {
 	struct pipe p;
 	struct ring_slot s;
 	uint64_t sent = 0, got = 0, n = 0;
 	int ret = -1;
 
-	pipe_init(&p, 4096);
+	pipe_init(t, &p, 4096);
 	while (!send_one(&p, 100, 4096, &sent, &s)) {
 		wire(&p, &s, 0, s.bytes);
 		n++;
 	}
 	/* 100 bytes -> 128-byte packets, the last one cut to fit */
 	if (p.tx.head != 4096 || ring_tx_free(&p.tx) != 0) {
-		fail("full ring: head %llu free %llu after %llu packets",
-		     (unsigned long long)p.tx.head,
-		     (unsigned long long)ring_tx_free(&p.tx),
-		     (unsigned long long)n);
+		tst_fail(t, "full ring: head %llu free %llu after %llu packets",
+			 (unsigned long long)p.tx.head,
+			 (unsigned long long)ring_tx_free(&p.tx),
+			 (unsigned long long)n);
 		goto out;
 	}
-	if (recv_all(&p, &got))
+	if (recv_all(t, &p, &got))
 		goto out;
 	if (ring_tx_credit(&p.tx, p.tx.head + 64) != -EPROTO) {
-		fail("credit beyond head accepted");
+		tst_fail(t, "credit beyond head accepted");
 		goto out;
 	}
 	ring_tx_credit(&p.tx, p.rx.pos);
 	if (!send_one(&p, 100, 4096, &sent, &s)) {
-		fail("staging reused before the write completed");
+		tst_fail(t, "staging reused before the write completed");
 		goto out;
 	}
 	ring_tx_acked(&p.tx, p.tx.head);
 	if (send_one(&p, 100, 4096, &sent, &s)) {
-		fail("no space after credit and completion");
+		tst_fail(t, "no space after credit and completion");
 		goto out;
 	}
 	/* an older credit never moves the tail back */
 	ring_tx_credit(&p.tx, 64);
 	if (p.tx.tail != 4096) {
-		fail("tail moved back to %llu", (unsigned long long)p.tx.tail);
+		tst_fail(t, "tail moved back to %llu",
+			 (unsigned long long)p.tx.tail);
 		goto out;
 	}
 	ret = 0;
@@ -289,23 +266,23 @@ out:
 
 /* Delayed tail updates: none while the sender's view of free space stays
  * over the threshold, one when it falls under; eager mode every time. */
-static int case_credit_threshold(void)
+static int case_credit_threshold(struct tst *t)
 {
 	struct pipe p;
 	struct ring_slot s;
 	uint64_t sent = 0, got = 0, thr = 2048, updates = 0, lastfree = 0;
 	int i, ret = -1;
 
-	pipe_init(&p, 8192);
+	pipe_init(t, &p, 8192);
 	for (i = 0; i < 200; i++) {
 		if (send_one(&p, 200, 8192, &sent, &s))
 			break;
 		wire(&p, &s, 0, s.bytes);
-		if (recv_all(&p, &got))
+		if (recv_all(t, &p, &got))
 			goto out;
 		ring_tx_acked(&p.tx, p.tx.head);
 		if (!ring_rx_credit_due(&p.rx, 1, thr)) {
-			fail("eager mode: no update due after a packet");
+			tst_fail(t, "eager mode: no update due after a packet");
 			goto out;
 		}
 		if (ring_rx_credit_due(&p.rx, 0, thr)) {
@@ -314,20 +291,23 @@ static int case_credit_threshold(void)
 			ring_tx_credit(&p.tx, p.rx.pos);
 			ring_rx_credit_told(&p.rx, p.rx.pos);
 			if (lastfree >= thr) {
-				fail("update with %llu free >= threshold",
-				     (unsigned long long)lastfree);
+				tst_fail(t, "update with %llu free >= "
+					 "threshold",
+					 (unsigned long long)lastfree);
 				goto out;
 			}
 		}
 		if (ring_tx_free(&p.tx) + 256 < thr) {
-			fail("sender free %llu fell well under the threshold",
-			     (unsigned long long)ring_tx_free(&p.tx));
+			tst_fail(t, "sender free %llu fell well under the "
+				 "threshold",
+				 (unsigned long long)ring_tx_free(&p.tx));
 			goto out;
 		}
 	}
 	/* 200 packets of 256 bytes, one update per (8192-2048)/256 or so */
 	if (i != 200 || updates < 6 || updates > 10) {
-		fail("%d packets, %llu updates", i, (unsigned long long)updates);
+		tst_fail(t, "%d packets, %llu updates", i,
+			 (unsigned long long)updates);
 		goto out;
 	}
 	ret = 0;
@@ -339,7 +319,7 @@ out:
 /* Chunk schedule and boundaries: pipeline packets are cut at the chunk
  * size, other modes at half the ring; a cut at the ring end continues at
  * offset 0; payload sizes around the alignment boundaries round-trip. */
-static int case_chunks(void)
+static int case_chunks(struct tst *t)
 {
 	struct pipe p;
 	struct ring_slot s;
@@ -351,15 +331,15 @@ static int case_chunks(void)
 		    32768 - RING_OVERHEAD ||
 	    ring_max_payload(RING_MODE_PIPELINE, 1 << 20, 65536) !=
 		    32768 - RING_OVERHEAD)
-		return fail("ring_max_payload schedule wrong");
+		return tst_fail(t, "ring_max_payload schedule wrong");
 	if (ring_pkt_bytes(1) != 64 || ring_pkt_bytes(40) != 64 ||
 	    ring_pkt_bytes(41) != 128 || ring_pkt_bytes(104) != 128)
-		return fail("ring_pkt_bytes wrong");
+		return tst_fail(t, "ring_pkt_bytes wrong");
 	if (ring_size_check(4096) || !ring_size_check(4095) ||
 	    !ring_size_check(2048) || !ring_size_check(12288))
-		return fail("ring_size_check wrong");
+		return tst_fail(t, "ring_size_check wrong");
 
-	pipe_init(&p, 4096);
+	pipe_init(t, &p, 4096);
 	/* every length 1..300 crosses 40/41, 104/105 ... boundaries */
 	for (len = 1; len <= 300; len++) {
 		uint64_t want = len, before = sent;
@@ -368,11 +348,11 @@ static int case_chunks(void)
 			if (send_one(&p, want - (sent - before), 4096, &sent, &s))
 				goto full;
 			if (s.off + s.bytes > p.size) {
-				fail("packet straddles the ring end");
+				tst_fail(t, "packet straddles the ring end");
 				goto out;
 			}
 			wire(&p, &s, 0, s.bytes);
-			if (recv_all(&p, &got))
+			if (recv_all(t, &p, &got))
 				goto out;
 			ring_tx_credit(&p.tx, p.rx.pos);
 			ring_tx_acked(&p.tx, p.tx.head);
@@ -383,38 +363,38 @@ static int case_chunks(void)
 		if (send_one(&p, 1, 4096, &sent, &s))
 			goto full;
 		wire(&p, &s, 0, s.bytes);
-		if (recv_all(&p, &got))
+		if (recv_all(t, &p, &got))
 			goto out;
 		ring_tx_credit(&p.tx, p.rx.pos);
 		ring_tx_acked(&p.tx, p.tx.head);
 	}
 	if (send_one(&p, 3000, 4096, &sent, &s) || s.len != 104) {
-		fail("cut at the ring end: %u bytes", s.len);
+		tst_fail(t, "cut at the ring end: %u bytes", s.len);
 		goto out;
 	}
 	wire(&p, &s, 0, s.bytes);
 	if (send_one(&p, 3000 - 104, 4096, &sent, &s) || s.off != 0) {
-		fail("no continuation at offset 0 (off %llu)",
-		     (unsigned long long)s.off);
+		tst_fail(t, "no continuation at offset 0 (off %llu)",
+			 (unsigned long long)s.off);
 		goto out;
 	}
 	wire(&p, &s, 0, s.bytes);
-	if (recv_all(&p, &got) || got != sent) {
-		fail("got %llu of %llu", (unsigned long long)got,
-		     (unsigned long long)sent);
+	if (recv_all(t, &p, &got) || got != sent) {
+		tst_fail(t, "got %llu of %llu", (unsigned long long)got,
+			 (unsigned long long)sent);
 		goto out;
 	}
 	ret = 0;
 	goto out;
 full:
-	fail("ring full while everything was consumed");
+	tst_fail(t, "ring full while everything was consumed");
 out:
 	pipe_free(&p);
 	return ret;
 }
 
 /* Sequence numbers wrap from 2^32-1 to 1, never 0, on both sides. */
-static int case_seq_wrap(void)
+static int case_seq_wrap(struct tst *t)
 {
 	struct pipe p;
 	struct ring_slot s;
@@ -422,20 +402,20 @@ static int case_seq_wrap(void)
 	int i, ret = -1;
 
 	if (ring_seq_next(0xffffffffu) != 1 || ring_seq_next(7) != 8)
-		return fail("ring_seq_next wrong");
-	pipe_init(&p, 4096);
+		return tst_fail(t, "ring_seq_next wrong");
+	pipe_init(t, &p, 4096);
 	p.tx.seq = p.rx.seq = 0xfffffffdu;
 	for (i = 0; i < 10; i++) {
 		if (send_one(&p, 10, 4096, &sent, &s))
 			goto out;
 		wire(&p, &s, 0, s.bytes);
-		if (recv_all(&p, &got))
+		if (recv_all(t, &p, &got))
 			goto out;
 	}
 	if (got != sent || p.rx.seq != 8) {
-		fail("after wrap: got %llu of %llu, seq %u",
-		     (unsigned long long)got, (unsigned long long)sent,
-		     p.rx.seq);
+		tst_fail(t, "after wrap: got %llu of %llu, seq %u",
+			 (unsigned long long)got, (unsigned long long)sent,
+			 p.rx.seq);
 		goto out;
 	}
 	ret = 0;
@@ -445,54 +425,36 @@ out:
 }
 
 /* A header with a length beyond the ring end is refused, not followed. */
-static int case_corrupt(void)
+static int case_corrupt(struct tst *t)
 {
 	struct pipe p;
 	struct ring_pkt pkt;
 	uint64_t f = ring_flag(1, RDMACH_PKT_DATA, 8000);
 	int r;
 
-	pipe_init(&p, 4096);
+	pipe_init(t, &p, 4096);
 	memcpy(p.ring, &f, 8);
 	r = ring_rx_peek(&p.rx, 1, &pkt);
 	pipe_free(&p);
-	return r == -EPROTO ? 0 : fail("corrupt length: peek returned %d", r);
+	TST_CHECK(t, r == -EPROTO, "corrupt length: peek returned %d", r);
+	return 0;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} cases[] = {
-	{ "ring_stream", case_stream },
-	{ "ring_partial_arrival", case_partial_arrival },
-	{ "ring_stale_flags", case_stale_flags },
-	{ "ring_credit_stall", case_credit_stall },
-	{ "ring_credit_threshold", case_credit_threshold },
-	{ "ring_chunks", case_chunks },
-	{ "ring_seq_wrap", case_seq_wrap },
-	{ "ring_corrupt_header", case_corrupt },
+static const struct tst_case cases[] = {
+	{ "ring_stream", 1, case_stream, TST_UNIT, NULL, { 0 } },
+	{ "ring_partial_arrival", 1, case_partial_arrival, TST_UNIT, NULL,
+	  { 0 } },
+	{ "ring_stale_flags", 1, case_stale_flags, TST_UNIT, NULL, { 0 } },
+	{ "ring_credit_stall", 1, case_credit_stall, TST_UNIT, NULL, { 0 } },
+	{ "ring_credit_threshold", 1, case_credit_threshold, TST_UNIT, NULL,
+	  { 0 } },
+	{ "ring_chunks", 1, case_chunks, TST_UNIT, NULL, { 0 } },
+	{ "ring_seq_wrap", 1, case_seq_wrap, TST_UNIT, NULL, { 0 } },
+	{ "ring_corrupt_header", 1, case_corrupt, TST_UNIT, NULL, { 0 } },
 };
 
 int main(int argc, char **argv)
 {
-	int i, j, pass = 0, failed = 0;
-
-	for (i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
-		int want = argc < 2;
-
-		for (j = 1; j < argc; j++)
-			want |= !strcmp(argv[j], cases[i].name);
-		if (!want)
-			continue;
-		why[0] = 0;
-		if (cases[i].fn() == 0) {
-			printf("ok %s\n", cases[i].name);
-			pass++;
-		} else {
-			printf("FAIL %s: %s\n", cases[i].name, why);
-			failed++;
-		}
-	}
-	printf("%d passed, %d failed\n", pass, failed);
-	return failed ? 1 : 0;
+	return tst_main(argc, argv, cases,
+			(int)(sizeof(cases) / sizeof(cases[0])));
 }

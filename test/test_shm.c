@@ -4,7 +4,11 @@
  * pieces than one control packet holds, RDMACH_SHM_CMA=0), the order of
  * a stream split between the line ring and the main ring, a dead peer
  * (data first, then -ECONNRESET in bounded time, for get, put and a
- * pending zero-copy put), and that no segment is left behind.
+ * pending zero-copy put), and that no segment is left behind; the copy
+ * area of large puts (every chunk and slot edge, iovecs split on both
+ * sides, partial gets, small messages in between, the choice between the
+ * copy area and CMA switching per message, a peer killed mid-message,
+ * finalize with a message half copied).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -110,17 +114,47 @@ static int get_pieces(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 	return 0;
 }
 
+/* Connect with the settings env (name, value, ..., NULL) and return the
+ * shm connection to the other rank; NULL with *ret the case's result
+ * (TST_SKIP or a failure) if there is none. */
+static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
+				   int *ret)
+{
+	rdmach_conn_t *c;
+	int err;
+
+	for (; env[0]; env += 2)
+		setenv(env[0], env[1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err) {
+		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
+		return NULL;
+	}
+	c = tst_conn(t, 1 - t->rank);
+	if (!c || shm_only(t, c)) {
+		*ret = c ? TST_SKIP : -1;
+		return NULL;
+	}
+	return c;
+}
+
+/* Large puts by cross-memory attach whatever the start-up measurement
+ * found faster (RDMACH_SHM_CMA_USE=auto may pick the copy area). */
+static const char *const cma_env[] = { "RDMACH_SHM_CMA_USE", "always", NULL };
+
 /* A large put is read in odd-sized partial gets straight out of the
  * sender's buffer; the put returns 0 until then and counts one zcopy. */
 static int shm_rndv_partial(struct tst *t)
 {
-	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
-	uint64_t seed = tst_stream_seed(t, 0, 1);
+	rdmach_conn_t *c;
+	uint64_t seed;
 	rdmach_stats_t st;
-	int err;
+	int err, ret;
 
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
 		long zeros = put_big_pattern(t, c, seed, &err);
 
@@ -143,11 +177,14 @@ static int shm_rndv_partial(struct tst *t)
  * and the pending put still completes with the right one. */
 static int shm_rndv_changed_iov(struct tst *t)
 {
-	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
-	uint64_t seed = tst_stream_seed(t, 0, 1);
+	rdmach_conn_t *c;
+	uint64_t seed;
+	int ret;
 
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
 		uint8_t *buf = malloc(BIG), *other = malloc(BIG);
 		struct iovec iov = { buf, BIG }, bad = { other, BIG };
@@ -183,11 +220,14 @@ static int shm_rndv_changed_iov(struct tst *t)
 static int shm_rndv_many_pieces(struct tst *t)
 {
 	enum { NP = 100, PL = 16384 };
-	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
-	uint64_t seed = tst_stream_seed(t, 0, 1);
+	rdmach_conn_t *c;
+	uint64_t seed;
+	int ret;
 
-	if (!c || shm_only(t, c))
-		return c ? TST_SKIP : -1;
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
 		uint8_t *buf = malloc((size_t)NP * PL);
 		struct iovec iov[NP];
@@ -229,30 +269,6 @@ static int shm_rndv_many_pieces(struct tst *t)
 	if (get_pieces(t, c, seed, (size_t)NP * PL, 300000))
 		return -1;
 	return tst_barrier(t);
-}
-
-/* Connect with the settings env (name, value, ..., NULL) and return the
- * shm connection to the other rank; NULL with *ret the case's result
- * (TST_SKIP or a failure) if there is none. */
-static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
-				   int *ret)
-{
-	rdmach_conn_t *c;
-	int err;
-
-	for (; env[0]; env += 2)
-		setenv(env[0], env[1], 1);
-	err = tst_connect(t, &t->ctx);
-	if (err) {
-		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
-		return NULL;
-	}
-	c = tst_conn(t, 1 - t->rank);
-	if (!c || shm_only(t, c)) {
-		*ret = c ? TST_SKIP : -1;
-		return NULL;
-	}
-	return c;
 }
 
 /* RDMACH_SHM_CMA=0: large puts are copied through the ring. */
@@ -323,6 +339,305 @@ static int shm_line_ring_order(struct tst *t)
 	}
 	free(buf);
 	return ret ? ret : tst_barrier(t);
+}
+
+/* ---- copy area (large puts in two overlapped copies) ------------------- */
+
+/* Small copy-area settings: 1 KiB threshold, 4 slots of 2 KiB, first chunk
+ * 256 B (chunks 256, 512, 1K, 2K, 2K...), a 16 KiB main ring. */
+#define PIPE_ENV "RDMACH_SHM_PIPE_THRESHOLD", "1K", \
+		 "RDMACH_SHM_PIPE_AREA", "8K", "RDMACH_SHM_PIPE_CHUNK", "2K", \
+		 "RDMACH_SHM_PIPE_FIRST", "256", "RDMACH_SHM_RING_SIZE", "16K"
+
+/* Messages at every edge of the copy area (threshold, first chunk, each
+ * doubling, slot, area, several laps) with small messages in between, put
+ * as 1..4 pieces with gaps and read by gets of 1..3 pieces of random
+ * sizes (1 byte up): byte-exact, and the copy area did carry them. */
+static int shm_pipe_edges(struct tst *t)
+{
+	static const char *const env[] = { PIPE_ENV, "RDMACH_SHM_CMA", "0",
+					   NULL };
+	static const size_t sizes[] = {
+		1023, 1024, 1025, 8, 255, 256, 257, 56, 767, 768, 769, 1,
+		1791, 1792, 1793, 2047, 2048, 2049, 3839, 3840, 3841, 100,
+		5887, 5888, 5889, 8191, 8192, 8193, 16384, 40000, 7, 65536 + 3,
+		1024, 57, 1024, 3, 250000,
+	};
+	struct tst_shape put_sh = { .sizes = sizes,
+				    .nsizes = sizeof(sizes) / sizeof(sizes[0]),
+				    .min_pieces = 1, .max_pieces = 4,
+				    .gaps = 1, .zero_pct = 10 };
+	struct tst_shape get_sh = { .min_call = 1, .max_call = 5000,
+				    .min_pieces = 1, .max_pieces = 3,
+				    .gaps = 1 };
+	struct tst_stream s;
+	rdmach_stats_t st;
+	rdmach_conn_t *c;
+	uint64_t total = 0;
+	size_t i;
+	int ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		total += sizes[i];
+	tst_stream_init(&s, c, 1 - t->rank, t->rank == 0,
+			tst_stream_seed(t, 0, 1), total * 3,
+			t->rank == 0 ? &put_sh : &get_sh);
+	ret = tst_run(t, &s, 1);
+	tst_stream_free(&s);
+	if (ret)
+		return ret;
+	if (t->rank == 0) {
+		TST_CHECK(t, !rdmach_conn_stats(c, &st), "stats");
+		TST_CHECK(t, st.pipelined_msgs > 0 && st.zcopy_msgs == 0,
+			  "%llu copy-area and %llu CMA messages (expected "
+			  "some and none)",
+			  (unsigned long long)st.pipelined_msgs,
+			  (unsigned long long)st.zcopy_msgs);
+	}
+	return tst_barrier(t);
+}
+
+/* Both directions at once through the copy areas, sizes random around
+ * the slot size: each side's puts wait for slots the other frees while
+ * it copies the other's chunks out. */
+static int shm_pipe_bidir(struct tst *t)
+{
+	static const char *const env[] = { PIPE_ENV, "RDMACH_SHM_CMA", "0",
+					   NULL };
+	struct tst_shape sh = { .min_call = 1, .max_call = 20000,
+				.min_pieces = 1, .max_pieces = 3, .gaps = 1 };
+	struct tst_stream s[2];
+	rdmach_conn_t *c;
+	int peer = 1 - t->rank, ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	tst_stream_init(&s[0], c, peer, 1, tst_stream_seed(t, t->rank, peer),
+			tst_scaled(4u << 20, 1u << 20), &sh);
+	tst_stream_init(&s[1], c, peer, 0, tst_stream_seed(t, peer, t->rank),
+			tst_scaled(4u << 20, 1u << 20), &sh);
+	ret = tst_run(t, s, 2);
+	tst_stream_free(&s[0]);
+	tst_stream_free(&s[1]);
+	return ret ? ret : tst_barrier(t);
+}
+
+/* The choice per message (RDMACH_SHM_CMA_USE=cold: CMA for puts not
+ * likely in cache): with a 64 KiB cache limit and a history of 2,
+ * a buffer put again (cache-resident) goes through the copy area, a
+ * fresh one or one above the limit by CMA; the sequence below switches
+ * at every message, and the stream stays byte-exact. */
+static int shm_pipe_choice(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_PIPE_THRESHOLD", "4K",
+		"RDMACH_SHM_CMA_THRESHOLD", "4K", "RDMACH_SHM_CACHE_LIMIT",
+		"64K", "RDMACH_SHM_RECENT", "2", "RDMACH_SHM_CMA_USE", "cold",
+		NULL };
+	enum { NMSG = 12, POOL = 8 };
+	/* 0: the reused buffer, 1: a fresh one from the pool */
+	static const int fresh[NMSG] = { 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0 };
+	static const size_t len[NMSG] = { 30000, 30000, 65536, 40000, 100000,
+					  5000, 70000, 20000, 20000, 9000,
+					  65537, 4096 };
+	uint64_t seed, off = 0, total = 0;
+	rdmach_stats_t st;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	int i, err, ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	for (i = 0; i < NMSG; i++)
+		total += len[i];
+	if (t->rank == 1) {
+		ret = get_pieces(t, c, seed, total, 3001);
+		return ret ? ret : tst_barrier(t);
+	}
+	buf = malloc((size_t)(POOL + 1) << 17);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	for (i = 0; i < NMSG; i++) {
+		uint8_t *b = buf + (fresh[i] ? (size_t)(1 + i % POOL) << 17 : 0);
+
+		tst_pat_fill(b, len[i], seed, off);
+		put_whole(t, c, b, len[i], &err);
+		if (err) {
+			free(buf);
+			return tst_fail(t, "put %d (%zu bytes): %s", i, len[i],
+					rdmach_strerror(err));
+		}
+		off += len[i];
+	}
+	free(buf);
+	TST_CHECK(t, !rdmach_conn_stats(c, &st), "stats");
+	tst_log(t, "%llu copy-area, %llu CMA messages",
+		(unsigned long long)st.pipelined_msgs,
+		(unsigned long long)st.zcopy_msgs);
+	/* a buffer counts as reused once it is among the last 2 large
+	 * puts' buffers: CMA for 0, 1 (first use of the reused one), 3, 5,
+	 * 6, 9 (fresh), 7 (pushed out by 5 and 6), 4 and 10 (above 64K);
+	 * the copy area for 2, 8, 11 */
+	TST_CHECK(t, st.zcopy_msgs == 9 && st.pipelined_msgs == 3,
+		  "%llu CMA and %llu copy-area messages, expected 9 and 3",
+		  (unsigned long long)st.zcopy_msgs,
+		  (unsigned long long)st.pipelined_msgs);
+	return tst_barrier(t);
+}
+
+/* The writer dies in the middle of a copy-area message: the reader gets
+ * every byte that was copied in, then -ECONNRESET in bounded time. */
+static int shm_pipe_death_writer(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_CMA", "0", NULL };
+	uint64_t seed, t0;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	size_t got = 0, bad;
+	ssize_t n = 0;
+	int ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 1, 0);
+	buf = malloc(BIG);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	if (t->rank == 1) {
+		struct iovec iov = { buf, BIG };
+		size_t put = 0;
+
+		tst_pat_fill(buf, BIG, seed, 0);
+		t0 = rdmach_now_ns();
+		while (put < BIG / 3 && rdmach_now_ns() - t0 < tst_stall_ns()) {
+			n = rdmach_put(c, &iov, 1);
+			if (n < 0)
+				break;
+			put += (size_t)n;
+			iov.iov_base = buf + put;
+			iov.iov_len = BIG - put;
+		}
+		raise(SIGKILL);
+		return tst_fail(t, "still alive after SIGKILL (put %zu: %zd)",
+				put, n);
+	}
+	t0 = rdmach_now_ns();
+	while (got < BIG && rdmach_now_ns() - t0 < 10000000000ull) {
+		struct iovec iov = { buf + got, BIG - got < 7777 ?
+				     BIG - got : 7777 };
+
+		n = rdmach_get(c, &iov, 1);
+		if (n < 0)
+			break;
+		got += (size_t)n;
+	}
+	bad = tst_pat_check(buf, got, seed, 0);
+	free(buf);
+	TST_CHECK(t, n == -ECONNRESET, "get after the writer died "
+		  "mid-message returned %zd after %zu bytes", n, got);
+	TST_CHECK(t, got >= BIG / 3 && got < BIG, "%zu bytes before the "
+		  "error (the writer had put at least %u)", got, BIG / 3);
+	TST_CHECK(t, bad == got, "byte %zu of %zu differs", bad, got);
+	tst_log(t, "%zu bytes, then %s after %.2f ms", got,
+		rdmach_conn_error(c), (double)(rdmach_now_ns() - t0) / 1e6);
+	return 0;
+}
+
+/* The reader dies while a copy-area message waits for free slots: the
+ * put ends with -ECONNRESET. */
+static int shm_pipe_death_reader(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_CMA", "0", NULL };
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	int err, ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	if (t->rank == 1) {
+		raise(SIGKILL);
+		return tst_fail(t, "still alive after SIGKILL");
+	}
+	buf = calloc(1, BIG);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	put_whole(t, c, buf, BIG, &err);
+	free(buf);
+	TST_CHECK(t, err == -ECONNRESET, "put to a dead reader ended with "
+		  "%s, expected -ECONNRESET", rdmach_strerror(err));
+	return 0;
+}
+
+/* The writer fills the copy area with part of a message that the reader
+ * does not read yet and finalizes: the reader later gets exactly the
+ * bytes the puts took, then -ESHUTDOWN. */
+static int shm_pipe_finalize_in_flight(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_CMA", "0", NULL };
+	volatile uint64_t *sh = t->shared;
+	uint64_t seed, t0;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	int ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 0) {
+		struct iovec iov;
+		size_t put = 0;
+		ssize_t n;
+		int err;
+
+		buf = malloc(BIG);
+		if (!buf)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(buf, BIG, seed, 0);
+		t0 = rdmach_now_ns();
+		do {	/* until the area is full: a few puts return 0 */
+			iov.iov_base = buf + put;
+			iov.iov_len = BIG - put;
+			n = rdmach_put(c, &iov, 1);
+			if (n > 0)
+				put += (size_t)n;
+		} while (n >= 0 && put < BIG &&
+			 rdmach_now_ns() - t0 < 200000000ull);
+		free(buf);
+		TST_CHECK(t, n >= 0 && put > 0 && put < BIG, "put %zu of %u "
+			  "bytes (last %zd): expected a part", put, BIG, n);
+		sh[0] = put;
+		err = rdmach_finalize(&t->ctx);
+		TST_CHECK(t, !err, "finalize with a message half copied: %s",
+			  rdmach_strerror(err));
+		return tst_barrier(t);
+	}
+	if (tst_barrier(t))
+		return -1;
+	ret = get_pieces(t, c, seed, sh[0], 5000);
+	if (ret)
+		return ret;
+	{
+		uint8_t byte;
+		struct iovec iov = { &byte, 1 };
+		ssize_t n;
+
+		t0 = rdmach_now_ns();
+		do
+			n = rdmach_get(c, &iov, 1);
+		while (n == 0 && rdmach_now_ns() - t0 < 5000000000ull);
+		TST_CHECK(t, n == -ESHUTDOWN, "get after the %llu bytes "
+			  "returned %zd, expected -ESHUTDOWN",
+			  (unsigned long long)sh[0], n);
+	}
+	return 0;
 }
 
 /* The sender dies (SIGKILL) after putting; the survivor first gets every
@@ -508,9 +823,12 @@ static int shm_named_fallback(struct tst *t)
 }
 
 static const struct tst_case shm_cases[] = {
-	{ "shm_rndv_partial", 2, shm_rndv_partial, 0, NULL, { 0 } },
-	{ "shm_rndv_changed_iov", 2, shm_rndv_changed_iov, 0, NULL, { 0 } },
-	{ "shm_rndv_many_pieces", 2, shm_rndv_many_pieces, 0, NULL, { 0 } },
+	{ "shm_rndv_partial", 2, shm_rndv_partial,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_rndv_changed_iov", 2, shm_rndv_changed_iov,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_rndv_many_pieces", 2, shm_rndv_many_pieces,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_cma_off", 2, shm_cma_off, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
 	{ "shm_line_ring_order", 2, shm_line_ring_order,
@@ -521,6 +839,18 @@ static const struct tst_case shm_cases[] = {
 	  TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_peer_death_zcopy", 2, shm_peer_death_put,
 	  TST_LAUNCH_ONLY | TST_KEEP_GOING, "zcopy", { 0, -SIGKILL } },
+	{ "shm_pipe_edges", 2, shm_pipe_edges, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "shm_pipe_bidir", 2, shm_pipe_bidir, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "shm_pipe_choice", 2, shm_pipe_choice, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "shm_pipe_death_writer", 2, shm_pipe_death_writer,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
+	{ "shm_pipe_death_reader", 2, shm_pipe_death_reader,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
+	{ "shm_pipe_finalize_in_flight", 2, shm_pipe_finalize_in_flight,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
 	{ "shm_named_fallback", 2, shm_named_fallback,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },

@@ -1,10 +1,13 @@
-/* rdmach_info - print the build's transports and every RDMACH_* knob with
- * its default and the value set in this environment (like ucx_info -c).
- * --tune: the large-message tuning of the ib device (rdma_ib/ib_tune.h). */
+/* rdmach_info - print the build's version, its transports and every
+ * RDMACH_* knob with its default and the value set in this environment
+ * (like ucx_info -v / -c); --tune: the large-message tuning of the ib
+ * device (rdma_ib/ib_tune.h).  `rdmach_info --help` is its manual page. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/knob.h"
+#include "core/tl.h"
 #include "rdmach.h"
 #ifdef RDMACH_HAVE_IB
 #include "rdma_ib/ib_tune.h"
@@ -27,23 +30,132 @@ static int info_tune(void)
 #endif
 }
 
+#ifndef RDMACH_VERSION
+#define RDMACH_VERSION "unknown"
+#endif
+
+/* Bounds of the "rdmach_tls" section (RDMACH_TL_REGISTER, core/tl.h). */
+extern const struct rdmach_tl_ops *const __start_rdmach_tls[]
+	__attribute__((visibility("hidden")));
+extern const struct rdmach_tl_ops *const __stop_rdmach_tls[]
+	__attribute__((visibility("hidden")));
+
+static const char info_manual[] =
+"NAME\n"
+"    rdmach_info - show rdmach's version, transports and environment knobs\n"
+"\n"
+"SYNOPSIS\n"
+"    rdmach_info [-c] [-t] [-v] [--tune]\n"
+"    rdmach_info -h | --help\n"
+"\n"
+"DESCRIPTION\n"
+"    rdmach gives every pair of processes a FIFO byte pipe over shared\n"
+"    memory (transport shm) or InfiniBand/RoCE (transport ib, when built\n"
+"    with libibverbs).  rdmach_info reports what this build offers and how\n"
+"    the environment configures it.  Without options it prints the version,\n"
+"    the transports and the knobs (-v -t -c).\n"
+"\n"
+"OPTIONS\n"
+"    -c, --config\n"
+"        Every RDMACH_* knob, grouped by module: name, default, the value\n"
+"        set in this environment as \"(set: VALUE)\", and its meaning.\n"
+"    -t, --transports\n"
+"        The transports built in, one per line, in order of preference\n"
+"        for a pair of processes both can serve.\n"
+"    -v, --version\n"
+"        The library version and the API version (RDMACH_API_VERSION).\n"
+"    --tune\n"
+"        The large-message tuning of the ib device the RDMACH_IB_* knobs\n"
+"        select: measured figures (or the tuning cache's, or built-in ones\n"
+"        as RDMACH_TUNE says), derived superpipeline settings and the\n"
+"        model's predicted bandwidth per protocol and size.  Only with ib.\n"
+"    -h, --help\n"
+"        This text.\n"
+"\n"
+"ENVIRONMENT\n"
+"    The library reads its knobs, RDMACH_* variables, at rdmach_init();\n"
+"    `rdmach_info -c` lists every one (sizes take K, M, G suffixes; a bad\n"
+"    value makes rdmach_init fail with -EINVAL and a message naming it).\n"
+"    The main ones: RDMACH_TRANSPORT (auto, shm, ib), RDMACH_VERBOSE\n"
+"    (0-3), RDMACH_STATS (counters at finalize).\n"
+"\n"
+"EXIT STATUS\n"
+"    0 on success, 1 when --tune finds no usable RDMA device, 2 on a bad\n"
+"    option.\n"
+"\n"
+"SEE ALSO\n"
+"    rdmach_run --help; rdmach.h, rdmach_pmi.h and rdmach_launch.h for the\n"
+"    API; `pkg-config --cflags --libs rdmach` to build against it.\n";
+
+static void info_version(void)
+{
+	printf("# rdmach version %s, API version %d\n", RDMACH_VERSION,
+	       RDMACH_API_VERSION);
+}
+
+static void info_transports(void)
+{
+	const struct rdmach_tl_ops *const *p;
+	int slot;
+
+	/* by slot: the order of preference (core/tl.h) */
+	printf("# transports built in\n");
+	for (slot = 0; slot < RDMACH_TL_MAX; slot++)
+		for (p = __start_rdmach_tls; p < __stop_rdmach_tls; p++)
+			if ((*p)->id == slot)
+				printf("%s\n", (*p)->name);
+#ifndef RDMACH_HAVE_IB
+	printf("# (no ib: configure found no libibverbs)\n");
+#endif
+}
+
 int main(int argc, char *argv[])
 {
-	if (argc == 2 && !strcmp(argv[1], "--tune"))
-		return info_tune();
-	if (argc > 1 && strcmp(argv[1], "-c")) {
-		fprintf(stderr, "usage: %s [-c]\n  prints the transports built "
-			"in and every RDMACH_* environment knob\n", argv[0]);
+	static const struct option longopts[] = {
+		{ "config", no_argument, NULL, 'c' },
+		{ "transports", no_argument, NULL, 't' },
+		{ "version", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "tune", no_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int config = 0, transports = 0, version = 0, tune = 0, c;
+
+	while ((c = getopt_long(argc, argv, "ctvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config = 1;
+			break;
+		case 't':
+			transports = 1;
+			break;
+		case 'v':
+			version = 1;
+			break;
+		case 'T':	/* long option only */
+			tune = 1;
+			break;
+		case 'h':
+			fputs(info_manual, stdout);
+			return 0;
+		default:
+			fprintf(stderr, "usage: rdmach_info [-c] [-t] [-v] "
+				"[--tune] (rdmach_info --help for more)\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rdmach_info: unexpected argument \"%s\" "
+			"(rdmach_info --help)\n", argv[optind]);
 		return 2;
 	}
-	printf("# rdmach API version %d\n", RDMACH_API_VERSION);
-	printf("# transports built in: shm%s\n",
-#ifdef RDMACH_HAVE_IB
-	       " ib"
-#else
-	       " (no ib: configure found no libibverbs)"
-#endif
-	);
-	rdmach_knob_print_all(stdout);
-	return 0;
+	if (!config && !transports && !version && !tune)
+		config = transports = version = 1;
+	if (version)
+		info_version();
+	if (transports)
+		info_transports();
+	if (config)
+		rdmach_knob_print_all(stdout);
+	return tune ? info_tune() : 0;
 }

@@ -1,15 +1,71 @@
 /*
- * tst.h - the rdmach test kit: a case table and its runner, a data pattern
- * keyed by stream offset, and a transfer engine that drives put/get streams
- * over partial completion with byte-exact checks.
+ * tst.h - the rdmach test kit: every test binary is a table of cases run by
+ * tst_main(), with one set of checks, a data pattern keyed by stream offset,
+ * and a transfer engine that drives put/get streams over partial completion
+ * with byte-exact checks.
  *
- * A test binary lists its cases and calls tst_main().  Outside a PMI server
- * every case runs in fresh processes started by rdmach_launch() (with a
- * timeout, and in a private /dev/shm so that leftovers are caught); under
- * mpiexec (PMI_FD set) all ranks run the cases one after the other in the
- * same processes, each case with a fresh rdmach context, and results are
- * gathered through PMI.  Output: "ok <name>", "FAIL <name>: reason",
- * "skip <name>: reason", then "<N> passed, <M> failed".
+ * A test binary:
+ *
+ *	static int my_case(struct tst *t)
+ *	{
+ *		TST_CHECK0(t, do_something());           // "expr == 0"
+ *		TST_CHECK_EQ(t, rdmach_put(c, NULL, 1), -EINVAL);
+ *		TST_CHECK(t, x == 3, "x is %d", x);       // any condition
+ *		return 0;                                 // or tst_skip(t, ...)
+ *	}
+ *	static const struct tst_case cases[] = {
+ *		{ "my_case", 2, my_case, 0, NULL, { 0 } },
+ *	};
+ *	int main(int argc, char **argv)
+ *	{
+ *		return tst_main(argc, argv, cases, 1);
+ *	}
+ *
+ * Checks.  A case returns 0 (pass), TST_SKIP (not applicable: tst_skip()
+ * gives the reason) or a failure: the TST_CHECK* macros record it with
+ * tst_fail() and return -1 from the case at once.  A case that must go on
+ * after a failure (to stay in step with its group's fences, or to clean up)
+ * calls tst_fail() and carries on: a case that recorded a failure fails,
+ * whatever it returns.  The first failure is the one reported.  Helpers
+ * for checks: tst_capture_begin/end (what a call prints on stderr),
+ * tst_status_is (a wait status), tst_errname (an error code's text).
+ *
+ * How cases run, by flag:
+ *  - default: a group of c->nprocs ranks (0 = 2 under the launcher, every
+ *    rank under mpiexec), each with a fresh rdmach context already
+ *    connected (t->ctx) and a per-case key namespace over the PMI
+ *    out-of-band channel (t->oob); finalize and a check that no shared
+ *    memory stays mapped follow the case.
+ *  - TST_NO_CTX: the group without a context; fn runs on every rank and
+ *    does init/connect itself.  TST_RAW_OOB: t->oob is the PMI client's own
+ *    (keys not namespaced: for tests of the PMI client itself).
+ *  - TST_UNIT: no group, no context, no PMI: fn runs once, with rank 0 of
+ *    size 1, in one process forked from the runner (under mpiexec: in rank
+ *    0's own process).  For pure unit tests (ring protocol, registration
+ *    cache) and for tests that run rdmach_launch themselves.
+ *  - TST_LAUNCH_ONLY: not under mpiexec (needs the kit's own launching:
+ *    kills, environment, or no PMI server around).  TST_KEEP_GOING: a rank
+ *    may die without the others being killed.  TST_ALL_RANKS: fn also runs
+ *    on ranks >= nprocs (they take part in barriers).
+ *
+ * Running.  Outside a PMI server every case runs in fresh processes:
+ * rdmach_launch() starts the group (with a timeout, and in a private
+ * /dev/shm when root, so that leftovers are caught), or one fork() runs a
+ * TST_UNIT case; reasons come back through a pipe, and a process that ends
+ * with an unexpected status (c->expect_status: exit code, or -signal) fails
+ * the case.  Under mpiexec (PMI_FD set) all ranks run the cases one after
+ * the other in the same processes, each case with a fresh rdmach context,
+ * and verdicts are gathered through PMI.
+ *
+ * Command line: test_x [-l] [-v] [filter...]: run (or with -l list) the
+ * cases whose name contains a filter or matches it as a glob; -v logs
+ * tst_log() lines and failures as they happen on stderr.
+ *
+ * Output, parsed by test/run-tests.sh and test/run-ib-vm.sh: one line per
+ * case, "ok <name>", "FAIL <name>: <why>" or "skip <name>: <why>", then
+ * "<N> passed, <M> failed" (cases; skips are in neither); exit status 1 if
+ * one failed.  Anything else a case prints goes to stdout as it happens
+ * (indented by convention).
  *
  * Environment: RDMACH_TEST_SCALE (volume factor, default 1),
  * RDMACH_TEST_TIMEOUT (seconds per case, default 120),
@@ -21,6 +77,7 @@
 #ifndef RDMACH_TST_H
 #define RDMACH_TST_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +93,8 @@ enum {
 	TST_LAUNCH_ONLY = 1 << 1, /* needs rdmach_launch (kills, env) */
 	TST_KEEP_GOING = 1 << 2, /* a rank may die: do not kill the rest */
 	TST_ALL_RANKS = 1 << 3,	/* fn runs on ranks >= np too (barriers) */
+	TST_UNIT = 1 << 4,	/* no group: one forked process (see above) */
+	TST_RAW_OOB = 1 << 5,	/* t->oob is PMI's own, keys not namespaced */
 };
 
 struct tst;
@@ -47,7 +106,8 @@ struct tst_case {
 	unsigned flags;
 	const void *arg;
 	/* launcher only: status each rank must end with (0 = exit 0; a
-	 * signal number n is written as -n). */
+	 * signal number n is written as -n); exit 0 also passes when the
+	 * case was skipped. */
 	int expect_status[8];
 };
 
@@ -60,13 +120,15 @@ struct tst {
 	rdmach_ctx_t *ctx;	/* connected, unless TST_NO_CTX */
 	volatile uint64_t *shared; /* launcher: 512 words shared by all ranks */
 	int verbose;
-	char why[512];		/* first failure */
+	int failed;		/* tst_fail() was called */
+	char why[512];		/* first failure, or the skip reason */
 };
 
 /* Run the selected cases; returns the process exit status. */
 int tst_main(int argc, char **argv, const struct tst_case *cases, int ncases);
 
-/* Record the first failure (the rank is added) and return -1. */
+/* Record a failure (the first one is kept; the rank is added) and return
+ * -1.  The case fails even if it goes on and returns 0. */
 int tst_fail(struct tst *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Report a skip reason and return TST_SKIP. */
@@ -75,11 +137,48 @@ int tst_skip(struct tst *t, const char *fmt, ...)
 void tst_log(struct tst *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Fail the case (return -1 from it) unless cond holds. */
 #define TST_CHECK(t, cond, ...)                                       \
 	do {                                                          \
 		if (!(cond))                                          \
 			return tst_fail((t), __VA_ARGS__);           \
 	} while (0)
+
+/* Fail the case unless the integer expression expr equals want; the
+ * message names the expression, both values and, for negative values,
+ * the error (errno for -1). */
+#define TST_CHECK_EQ(t, expr, want)                                   \
+	do {                                                          \
+		long got_, want_ = (long)(want);                      \
+		int errno_;                                           \
+		errno = 0;                                            \
+		got_ = (long)(expr);                                  \
+		errno_ = errno;                                       \
+		if (got_ != want_)                                    \
+			return tst_fail_eq((t), __FILE__, __LINE__, #expr, \
+					   got_, want_, errno_);      \
+	} while (0)
+
+/* Fail the case unless expr (0 or an error code) is 0. */
+#define TST_CHECK0(t, expr) TST_CHECK_EQ(t, expr, 0)
+
+/* What TST_CHECK_EQ records; returns -1. */
+int tst_fail_eq(struct tst *t, const char *file, int line, const char *expr,
+		long got, long want, int err);
+/* "ok" for v >= 0, else rdmach_strerror(v). */
+const char *tst_errname(long v);
+/* Does a waitpid() status match want (exit code, or -signal)? */
+int tst_status_is(int status, int want);
+
+/* Capture stderr (and stdout if with_stdout) in a temporary file until
+ * tst_capture_end(), which restores them and gives what was written (NUL-
+ * terminated, cut to len); with -v it is also shown.  0 or -errno. */
+struct tst_capture {
+	int fd, saved_err, saved_out;
+};
+int tst_capture_begin(struct tst_capture *cap, int with_stdout);
+void tst_capture_end(struct tst *t, struct tst_capture *cap, char *buf,
+		     size_t len);
 
 /* Collective barrier over the group (oob fence). */
 int tst_barrier(struct tst *t);
