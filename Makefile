@@ -182,6 +182,13 @@ uninstall:
 		elif [ -e "$$p" ] || [ -L "$$p" ]; then echo "rm $$p"; rm -f "$$p"; fi; \
 	done; rm -f "$$m"
 
+# The NAS Parallel Benchmarks on this MPICH and the others of the machine,
+# side by side: nas/run-nas.sh (see nas/README.md).  Passes NPB_SRC, CLASS,
+# NP, BENCH, MPI, ROUNDS, TIME_LIMIT, OUT; RDMACH_STATS=1 adds the counters.
+nas:
+	NPB_SRC="$(NPB_SRC)" CLASS="$(CLASS)" NP="$(NP)" BENCH="$(BENCH)" MPI="$(MPI)" \
+	ROUNDS="$(ROUNDS)" TIME_LIMIT="$(TIME_LIMIT)" OUT="$(OUT)" nas/run-nas.sh
+
 check: all
 	test/run-tests.sh
 
@@ -194,7 +201,7 @@ clean:
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check bench clean distclean mpi-bench mpich install uninstall
+.PHONY: all check bench clean distclean mpi-bench mpich nas install uninstall
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

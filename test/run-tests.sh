@@ -16,14 +16,15 @@
 #   5. `make BUILD=asan` and every test again from the ASan+UBSan build
 #   6. valgrind --leak-check=full on the conformance suite, volume reduced
 #   7. test/run-ib-vm.sh (verbs tests in the Soft-RoCE VM), if present
-#   8. `make mpich` and MPI programs + a fixed subset of MPICH's test suite
+#   8. `make mpich` and MPI programs + a fixed subset of MPICH's test suite,
+#      then nas/test-nas.sh (NAS IS and CG class S, and the runner's failures)
 #
 # Each binary ends with "N passed, M failed"; this script adds them up and
 # ends with one total line of the same form; exit status 0 only if nothing
 # failed.  Environment:
 #   O=dir                 build directory (default build)
 #   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
-#   SKIP="install asan valgrind mpiexec vm small negative mpich"  steps to leave out
+#   SKIP="install asan valgrind mpiexec vm small negative mpich nas"  steps to leave out
 #   TEST_TIMEOUT          seconds per binary (default 900)
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -218,6 +219,9 @@ if ! skipped mpich; then
 		run "MPICH ch3:rdma: test/mpi CI subset" -- channel/test-mpich.sh ci
 		run "MPICH ch3:rdma: abnormal ends (mpiexec status)" -- \
 			channel/test-mpich.sh faults
+		if [ -x nas/test-nas.sh ] && ! skipped nas; then
+			run "NAS IS, CG class S np 4 + runner failures" -- nas/test-nas.sh
+		fi
 	else
 		tail -n 40 "$LOGS/mpich-build.log"
 		record "make mpich" 0 1
