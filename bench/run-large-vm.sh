@@ -237,6 +237,12 @@ main() {
 		make -C "$top" -j2 O="$O" >/dev/null || { echo "build failed" >&2; exit 1; }
 	out=${BENCH_RESULTS:-$top/results/large-$(date +%Y%m%d-%H%M%S)}
 	case $out in /*) ;; *) out=$top/$out ;; esac
+	native=0; [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ] && native=1
+	case $out in
+	"$top"/*) ;;
+	*) [ $native = 1 ] || { echo "run-large-vm: BENCH_RESULTS must be under" \
+		"$top, the one host directory the VM writes to" >&2; exit 1; } ;;
+	esac
 	mkdir -p "$out"
 	uptime >"$out/uptime-host.txt"
 	cat "$out/uptime-host.txt"
@@ -253,7 +259,7 @@ main() {
 		fi
 	fi
 	start=$SECONDS
-	if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+	if [ $native = 1 ]; then
 		"$0" --inner "$out" "$mpich" "$O" || exit 1
 	else
 		RDMACH_VM_PASSENV="$(env | sed -n 's/^\(RDMACH_[A-Z0-9_]*\)=.*/\1/p' |
@@ -266,6 +272,7 @@ main() {
 	uptime >>"$out/uptime-host.txt"
 	echo "# VM run: $((SECONDS - start)) s"
 	report "$out"
+	[ -s "$out/table.txt" ] || { echo "run-large-vm: no results in $out" >&2; exit 1; }
 }
 
 main "$@"

@@ -62,13 +62,9 @@ const char *const ib_large_mode_names[IB_LARGE_MODES] = {
 
 /* ---- knobs -------------------------------------------------------------- */
 
-/* A numeric knob; -ENODATA when unset or "auto". */
+/* A numeric knob; -ENODATA when unset or "auto" (core/knob.h). */
 static int lg_knob(int i, uint64_t *v)
 {
-	const char *env = getenv(lg_knobs[i].name);
-
-	if (env && !strcmp(env, RDMACH_KNOB_AUTO))
-		return -ENODATA;
 	return rdmach_knob_u64(&lg_knobs[i], v);
 }
 
