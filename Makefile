@@ -65,8 +65,11 @@ TEST_SRCS := $(wildcard test/test_*.c)
 BENCH_SRCS := $(wildcard bench/rdmach_*.c bench/raw_*.c)
 MPI_BENCH_SRCS := $(wildcard bench/mpi_*.c)
 
+# cross-host test programs (test/run-cluster.sh)
+XHOST_SRCS := $(wildcard test/vm/xhost_*.c)
+
 TOOLS := $(TOOL_SRCS:tools/%.c=$(O)/bin/%)
-TESTS := $(TEST_SRCS:test/%.c=$(O)/test/%)
+TESTS := $(TEST_SRCS:test/%.c=$(O)/test/%) $(XHOST_SRCS:test/%.c=$(O)/test/%)
 BENCHES := $(BENCH_SRCS:bench/%.c=$(O)/bin/%)
 TEST_LIB_OBJS := $(TEST_LIB_SRCS:%.c=$(O)/obj/%.o)
 
@@ -108,6 +111,8 @@ $(O)/bin/%: $(O)/obj/bench/%.o $(LIB)
 $(O)/test/%: $(O)/obj/test/%.o $(TEST_LIB_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(TEST_LIB_OBJS) $(LIB) $(LDFLAGS) $(LIBS) -lm
+
+$(O)/obj/test/vm/%.o: CFLAGS += -Itest
 
 # MPI benchmarks, built with the mpicc that configure found (Debian's MPICH
 # by default) or MPICC=... (e.g. the one `make mpich` installed).
@@ -192,6 +197,10 @@ nas:
 check: all
 	test/run-tests.sh
 
+# the whole cross-host suite in a cluster of Soft-RoCE VMs (test/vm/README.md)
+check-cluster: all
+	test/run-cluster.sh full
+
 bench: all
 	bench/run-shm.sh
 
@@ -201,7 +210,7 @@ clean:
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check bench clean distclean mpi-bench mpich nas install uninstall
+.PHONY: all check check-cluster bench clean distclean mpi-bench mpich nas install uninstall
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

@@ -76,9 +76,12 @@ static uintptr_t core_live_conns[CORE_MAX_CTX][2];	/* [lo, hi) */
 static int core_live_slots;	/* slots ever used: the lookup's bound */
 static pthread_mutex_t core_live_lock = PTHREAD_MUTEX_INITIALIZER;
 
+#define CORE_WHY_MAX 160
+
 struct core_ctx_extra {
 	int forced;		/* RDMACH_TL_* from RDMACH_TRANSPORT, or
 				 * CORE_TL_AUTO */
+	char tl_why[RDMACH_TL_MAX][CORE_WHY_MAX];	/* why not opened */
 	uint64_t stall_warn_ns;
 	int print_stats;
 };
@@ -194,6 +197,16 @@ int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 	conn->err = err;
 	rdmach_err("%s", conn->errmsg);
 	return err;
+}
+
+void rdmach_tl_unavailable(struct rdmach_ctx *ctx, int tl, const char *fmt,
+			   ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(core_of(ctx)->x.tl_why[tl], CORE_WHY_MAX, fmt, ap);
+	va_end(ap);
 }
 
 int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value)
@@ -403,6 +416,117 @@ static void core_hostid(char *buf, size_t len)
 	snprintf(buf, len, "%s:%s", host, boot);
 }
 
+/* Out-of-band values carry no blanks (PMI-1 splits at them): %XX. */
+static void core_oob_encode(const char *s, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (; *s && n + 4 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch <= ' ' || ch == '%' || ch >= 0x7f)
+			n += (size_t)snprintf(out + n, len - n, "%%%02X", ch);
+		else
+			out[n++] = (char)ch;
+	}
+	out[n] = '\0';
+}
+
+static void core_oob_decode(char *s)
+{
+	char *w = s;
+	unsigned int ch;
+
+	for (; *s; s++) {
+		if (*s == '%' && sscanf(s + 1, "%2X", &ch) == 1) {
+			*w++ = (char)ch;
+			s += 2;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* Does one of the transports in mask reach other hosts? */
+static int core_reaches_hosts(unsigned mask)
+{
+	int t;
+
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		const struct rdmach_tl_ops *ops = core_tl_ops(t);
+
+		if (ops && (mask & (1u << t)) && !ops->same_host_only)
+			return 1;
+	}
+	return 0;
+}
+
+/* RDMACH_TRANSPORT forces a transport that stays on this host (shm). */
+static int core_forced_local(const struct rdmach_ctx *ctx)
+{
+	int forced = core_of(ctx)->x.forced;
+
+	return forced != CORE_TL_AUTO && core_tl_ops(forced)->same_host_only;
+}
+
+/* Why this rank reaches no other host: each such transport's reason
+ * (rdmach_tl_unavailable), or that none is built in. */
+static void core_why_local(struct rdmach_ctx *ctx, char *buf, size_t len)
+{
+	size_t n = 0;
+	int t;
+
+	buf[0] = '\0';
+	for (t = 0; t < RDMACH_TL_MAX && n + 1 < len; t++) {
+		const struct rdmach_tl_ops *ops = core_tl_ops(t);
+		const char *why = core_of(ctx)->x.tl_why[t];
+
+		if (!ops || ops->same_host_only)
+			continue;
+		n += (size_t)snprintf(buf + n, len - n, "%s%s%s", n ? "; " : "",
+				      why[0] ? why : ops->name,
+				      why[0] ? "" : " did not open");
+	}
+	if (!buf[0])
+		snprintf(buf, len, "this build has no transport between hosts "
+			 "(configure found no libibverbs)");
+}
+
+/* This rank reaches no other host: say why to the other ranks, which need
+ * it when a pair across hosts is then left without a transport. */
+static int core_publish_why(struct rdmach_ctx *ctx, unsigned mask)
+{
+	char key[64], why[CORE_WHY_MAX], val[3 * CORE_WHY_MAX + 1];
+
+	if (core_reaches_hosts(mask) || core_forced_local(ctx))
+		return 0;
+	core_why_local(ctx, why, sizeof(why));
+	core_oob_encode(why, val, ctx->oob.value_max < sizeof(val) ?
+			ctx->oob.value_max + 1 : sizeof(val));
+	snprintf(key, sizeof(key), "rdmach-why-%d", ctx->rank);
+	return rdmach_oob_put(ctx, key, val);
+}
+
+/* The host part of a host id. */
+static void core_host_name(const char *hostid, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.*s", (int)strcspn(hostid, ":"), hostid);
+}
+
+/* Why rank r reaches no other host (published by core_publish_why). */
+static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
+			  size_t len)
+{
+	char key[64];
+
+	snprintf(key, sizeof(key), "rdmach-why-%d", r);
+	if (ctx->oob.get(ctx->oob.arg, key, buf, len))
+		snprintf(buf, len, "reason unknown");
+	else
+		core_oob_decode(buf);
+}
+
 static int core_exchange_info(struct rdmach_ctx *ctx,
 			      struct core_peer_info *info)
 {
@@ -417,6 +541,8 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 	snprintf(key, sizeof(key), "rdmach-%d", ctx->rank);
 	snprintf(val, sizeof(val), "%x:%s", mask, me);
 	ret = rdmach_oob_put(ctx, key, val);
+	if (!ret)
+		ret = core_publish_why(ctx, mask);
 	if (ret)
 		return ret;
 	ret = core_fence(ctx, "host ids");
@@ -477,22 +603,50 @@ static void core_tl_names(unsigned mask, char *buf, size_t len)
 	}
 }
 
-static void core_report_unreachable(const struct rdmach_ctx *ctx,
+/* Ranks a and b are on two hosts and one of them (or both) reaches no
+ * other host: name that host and its reason (core_publish_why).  0 when
+ * that is not what left the pair unconnected. */
+static int core_report_no_route(struct rdmach_ctx *ctx,
+				const struct core_peer_info *info, int a, int b)
+{
+	char ha[CORE_HOSTID_MAX], hb[CORE_HOSTID_MAX], why[3 * CORE_WHY_MAX];
+	const int pair[2] = { a, b };
+	int i, n = 0;
+
+	if (!strcmp(info[a].hostid, info[b].hostid) || core_forced_local(ctx))
+		return 0;
+	core_host_name(info[a].hostid, ha, sizeof(ha));
+	core_host_name(info[b].hostid, hb, sizeof(hb));
+	for (i = 0; i < 2; i++) {
+		int r = pair[i];
+
+		if (core_reaches_hosts(info[r].tl_mask))
+			continue;
+		core_peer_why(ctx, r, why, sizeof(why));
+		rdmach_err("rank %d on host %s and rank %d on host %s cannot "
+			   "connect: different hosts need the ib transport, "
+			   "and host %s (rank %d) has no usable RDMA device: "
+			   "%s", a, ha, b, hb, r == a ? ha : hb, r, why);
+		n++;
+	}
+	return n;
+}
+
+static void core_report_unreachable(struct rdmach_ctx *ctx,
 				    const struct core_peer_info *info, int a,
 				    int b)
 {
 	char ta[32], tb[32];
 
+	if (core_report_no_route(ctx, info, a, b))
+		return;
 	core_tl_names(info[a].tl_mask, ta, sizeof(ta));
 	core_tl_names(info[b].tl_mask, tb, sizeof(tb));
 	rdmach_err("no transport connects rank %d (host %s, transports: %s) "
 		   "and rank %d (host %s, transports: %s) under "
-		   "RDMACH_TRANSPORT=%s%s", a, info[a].hostid, ta, b,
+		   "RDMACH_TRANSPORT=%s", a, info[a].hostid, ta, b,
 		   info[b].hostid, tb,
-		   rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]),
-		   strcmp(info[a].hostid, info[b].hostid) ?
-		   ": different hosts need ib on both (a host without a "
-		   "usable RDMA device says why at RDMACH_VERBOSE=3)" : "");
+		   rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]));
 }
 
 static int core_plan(struct rdmach_ctx *ctx, const struct core_peer_info *info,

@@ -91,6 +91,12 @@ struct rdmach_ctx {
 int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* A transport whose open returns -ENODEV says why here: when a pair of
+ * ranks is then left without a transport, the error names that reason and
+ * the host. */
+void rdmach_tl_unavailable(struct rdmach_ctx *ctx, int tl, const char *fmt,
+			   ...) __attribute__((format(printf, 3, 4)));
+
 /* oob helpers with this project's key conventions and clear errors. */
 int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value);
 int rdmach_oob_get(struct rdmach_ctx *ctx, const char *key, char *value,

@@ -1,6 +1,8 @@
 /* ib_dev.c - device, port and GID choice; RC QP creation and wiring. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +22,19 @@ const char *ib_mtu_str(enum ibv_mtu mtu)
 	return "?";
 }
 
-static int ib_gid_is_v4mapped(const union ibv_gid *g)
+int ib_gid_is_v4mapped(const union ibv_gid *g)
 {
 	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					 0xff, 0xff };
 
 	return !memcmp(g->raw, pfx, sizeof(pfx));
+}
+
+const char *ib_gid_str(const union ibv_gid *g, char *buf, size_t len)
+{
+	if (!inet_ntop(AF_INET6, g->raw, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
 }
 
 /* RoCE v2 according to sysfs (kernels/libraries without gid_ex). */
@@ -73,6 +82,21 @@ static int ib_gid_pick(struct ib_dev *d, int tbl_len)
 	return best;
 }
 
+/* Say why this device cannot serve (kept for the error of a peer on
+ * another host, see ib_open), at debug level here. */
+static void ib_dev_why(struct ib_dev *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void ib_dev_why(struct ib_dev *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(d->why, sizeof(d->why), fmt, ap);
+	va_end(ap);
+	rdmach_debug("ib: %s", d->why);
+}
+
 static int ib_port_setup(struct ib_dev *d, const struct ibv_port_attr *pa,
 			 int tbl_len, const char *gid)
 {
@@ -94,9 +118,9 @@ static int ib_port_setup(struct ib_dev *d, const struct ibv_port_attr *pa,
 	} else if (d->is_roce) {
 		d->gid_index = ib_gid_pick(d, tbl_len);
 		if (d->gid_index < 0) {
-			rdmach_debug("ib: %s port %u is RoCE but has no GID "
-				     "(no IP address on its netdev?)",
-				     d->name, d->port);
+			ib_dev_why(d, "%s port %u is RoCE but has no GID (no "
+				   "IP address on its interface?)", d->name,
+				   d->port);
 			return -ENODEV;
 		}
 	}
@@ -116,8 +140,11 @@ static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
 	struct ibv_device_attr da;
 	unsigned int p;
 
-	if (ibv_query_device(d->ctx, &da))
+	if (ibv_query_device(d->ctx, &da)) {
+		ib_dev_why(d, "ibv_query_device(%s): %s", d->name,
+			   strerror(errno));
 		return -ENODEV;
+	}
 	d->max_qp_rd_atom = da.max_qp_rd_atom;
 	d->max_cqe = da.max_cqe;
 	d->max_sge = da.max_sge;
@@ -129,8 +156,8 @@ static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
 		if (ibv_query_port(d->ctx, (uint8_t)p, &pa))
 			continue;
 		if (pa.state != IBV_PORT_ACTIVE) {
-			rdmach_debug("ib: %s port %u not active (state %s)",
-				     d->name, p, ibv_port_state_str(pa.state));
+			ib_dev_why(d, "%s port %u is not active (state %s)",
+				   d->name, p, ibv_port_state_str(pa.state));
 			continue;
 		}
 		d->port = (uint8_t)p;
@@ -149,8 +176,8 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 	memset(d, 0, sizeof(*d));
 	list = ibv_get_device_list(&n);
 	if (!list || !n) {
-		rdmach_debug("ib: no RDMA device (ibv_get_device_list: %d)",
-			     n);
+		ib_dev_why(d, "no RDMA device (ibv_get_device_list found %d)",
+			   n);
 		if (list)
 			ibv_free_device_list(list);
 		return -ENODEV;
@@ -161,8 +188,11 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 		if (*want && strcmp(want, name))
 			continue;
 		d->ctx = ibv_open_device(list[i]);
-		if (!d->ctx)
+		if (!d->ctx) {
+			ib_dev_why(d, "ibv_open_device(%s): %s", name,
+				   strerror(errno));
 			continue;
+		}
 		snprintf(d->name, sizeof(d->name), "%s", name);
 		ret = ib_dev_try(d, port, gid);
 		if (!ret)
@@ -174,17 +204,20 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 	}
 	ibv_free_device_list(list);
 	if (ret) {
-		if (*want || port)
-			rdmach_err("ib: no active port matches RDMACH_IB_DEVICE="
+		if (*want || port) {
+			ib_dev_why(d, "no active port matches RDMACH_IB_DEVICE="
 				   "%s RDMACH_IB_PORT=%u (see ibv_devinfo)",
 				   want, port);
-		else
-			rdmach_debug("ib: no RDMA device with an active port");
+			rdmach_err("ib: %s", d->why);
+		} else if (!d->why[0]) {
+			ib_dev_why(d, "no RDMA device with an active port");
+		}
 		return ret == -EINVAL ? -EINVAL : -ENODEV;
 	}
 	d->pd = ibv_alloc_pd(d->ctx);
 	if (!d->pd) {
-		rdmach_err("ib: ibv_alloc_pd on %s failed", d->name);
+		ib_dev_why(d, "ibv_alloc_pd on %s failed", d->name);
+		rdmach_err("ib: %s", d->why);
 		ibv_close_device(d->ctx);
 		d->ctx = NULL;
 		return -ENODEV;
@@ -249,6 +282,18 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 	return qp;
 }
 
+enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *r,
+			 const struct ib_qp_params *p)
+{
+	enum ibv_mtu mtu = p->mtu < d->active_mtu ? p->mtu : d->active_mtu;
+
+	/* a larger MTU than the peer's port takes is dropped on its link,
+	 * and its QP refuses packets longer than its own path MTU */
+	if (r->mtu >= IBV_MTU_256 && r->mtu < (uint32_t)mtu)
+		mtu = (enum ibv_mtu)r->mtu;
+	return mtu;
+}
+
 int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 		  const struct ib_addr *r, const struct ib_qp_params *p)
 {
@@ -257,7 +302,7 @@ int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = p->mtu < d->active_mtu ? p->mtu : d->active_mtu;
+	a.path_mtu = ib_path_mtu(d, r, p);
 	a.dest_qp_num = r->qpn;
 	a.rq_psn = r->psn;
 	a.max_dest_rd_atomic = (uint8_t)rd_atom;
@@ -304,20 +349,23 @@ void ib_addr_format(const struct ib_addr *a, char *buf, size_t len)
 	for (i = 0; i < 16; i++)
 		snprintf(gid + 2 * i, 3, "%02x", a->gid.raw[i]);
 	snprintf(buf, len, "%x:%s:%x:%x:%" PRIx64 ":%" PRIx64 ":%" PRIx64
-		 ":%x", a->lid, gid, a->qpn, a->psn, a->ring, a->ctrl,
-		 a->ring_size, a->rkey);
+		 ":%x:%x:%x:%x", a->lid, gid, a->qpn, a->psn, a->ring, a->ctrl,
+		 a->ring_size, a->rkey, a->wire, a->mtu, a->mode);
 }
 
 int ib_addr_parse(const char *s, struct ib_addr *a)
 {
-	unsigned int lid, qpn, psn, rkey, i;
+	unsigned int lid, qpn, psn, rkey, wire = 1, mtu = 0, mode = 0, i;
 	char gid[33];
 	struct ib_addr t;
+	int n;
 
 	memset(&t, 0, sizeof(t));
-	if (sscanf(s, "%x:%32[0-9a-f]:%x:%x:%" SCNx64 ":%" SCNx64 ":%" SCNx64
-		   ":%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
-		   &t.ring_size, &rkey) != 8 || strlen(gid) != 32)
+	/* 8 fields: a peer from before the wire version (version 1) */
+	n = sscanf(s, "%x:%32[0-9a-f]:%x:%x:%" SCNx64 ":%" SCNx64 ":%" SCNx64
+		   ":%x:%x:%x:%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
+		   &t.ring_size, &rkey, &wire, &mtu, &mode);
+	if ((n != 8 && n != 11) || strlen(gid) != 32)
 		return -EPROTO;
 	for (i = 0; i < 16; i++) {
 		unsigned int b;
@@ -330,6 +378,9 @@ int ib_addr_parse(const char *s, struct ib_addr *a)
 	t.qpn = qpn;
 	t.psn = psn;
 	t.rkey = rkey;
+	t.wire = wire;
+	t.mtu = mtu;
+	t.mode = mode;
 	*a = t;
 	return 0;
 }

@@ -20,6 +20,7 @@ struct ib_dev {
 	int max_cqe;
 	int max_sge;			/* device limit */
 	uint32_t max_msg_sz;		/* port limit on one message */
+	char why[160];			/* ib_dev_open failed: why */
 };
 
 /* Send scatter/gather entries of every QP (zero-copy reads use them). */
@@ -41,16 +42,31 @@ static inline int ib_dev_rd_atom(const struct ib_dev *d)
 	return n > 0 ? n : 1;
 }
 
-/* What a peer needs to reach one of our QPs and write into our ring. */
+/* What a peer needs to reach one of our QPs and write into our ring, and
+ * what both ends must agree on.  The string form (ib_addr_format) is
+ * "lid:gid:qpn:psn:ring:ctrl:ring_size:rkey:wire:mtu:mode" in hex; the last
+ * three fields came later: a peer that sends only the first eight speaks
+ * wire version 1 and its MTU and mode are unknown (0). */
 struct ib_addr {
 	uint16_t lid;
 	union ibv_gid gid;
 	uint32_t qpn, psn;
 	uint64_t ring, ctrl, ring_size;
 	uint32_t rkey;
+	uint32_t wire;			/* IB_WIRE_VERSION of the sender */
+	uint32_t mtu;			/* its largest path MTU: active MTU
+					 * capped by its RDMACH_IB_MTU */
+	uint32_t mode;			/* its ring mode + 1 (0: unknown) */
 };
 
-#define IB_ADDR_STRLEN 160
+/* The ring protocol and address format; raise it on any change that a
+ * peer of the previous version cannot follow.  (Defined from outside only
+ * to test the refusal: test/run-cluster.sh builds a "future" peer.) */
+#ifndef IB_WIRE_VERSION
+#define IB_WIRE_VERSION 1
+#endif
+
+#define IB_ADDR_STRLEN 192
 
 struct ib_qp_params {
 	enum ibv_mtu mtu;		/* path MTU, <= active MTU */
@@ -68,6 +84,10 @@ void ib_dev_close(struct ib_dev *d);
 struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 			    unsigned int sq_depth, unsigned int inline_want,
 			    unsigned int *inline_max);
+/* Path MTU towards remote: the smaller of the two ports' active MTUs and
+ * the wanted one (RDMACH_IB_MTU). */
+enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *remote,
+			 const struct ib_qp_params *p);
 /* INIT -> RTR -> RTS towards remote.  0 or a negative errno (logged). */
 int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 		  const struct ib_addr *remote, const struct ib_qp_params *p);
@@ -76,5 +96,9 @@ void ib_addr_format(const struct ib_addr *a, char *buf, size_t len);
 int ib_addr_parse(const char *s, struct ib_addr *a);
 
 const char *ib_mtu_str(enum ibv_mtu mtu);
+/* A RoCE GID that carries an IPv4 address (::ffff:a.b.c.d)? */
+int ib_gid_is_v4mapped(const union ibv_gid *g);
+/* The GID as an IPv6 address (INET6_ADDRSTRLEN bytes are enough). */
+const char *ib_gid_str(const union ibv_gid *g, char *buf, size_t len);
 
 #endif /* RDMACH_IB_H */

@@ -276,6 +276,8 @@ static void ib_credit_out(struct ib_conn *ic)
  * signalled write that its adapter must ack.  A dead peer then gives a
  * retry error, or, where the transport does not report one in time (rxe),
  * no ack at all within RDMACH_PEER_TIMEOUT_MS: both fail the connection.
+ * With the send queue full there is no slot for the probe; the writes that
+ * fill it must then be acked within the same 1.5 x the timeout.
  */
 static void ib_idle(struct ib_conn *ic)
 {
@@ -300,8 +302,21 @@ static void ib_idle(struct ib_conn *ic)
 		ic->idle_since = now;
 		return;
 	}
-	if (now - ic->idle_since < limit / 2 || ic->sq_free < 1)
+	if (now - ic->idle_since < limit / 2)
 		return;
+	if (ic->sq_free < 1) {
+		/* no slot for a probe: every one holds a write the peer's
+		 * adapter has not acknowledged, and those are the probe (rxe
+		 * retries them for ever: no error would ever come) */
+		if (now - ic->idle_since < limit + limit / 2)
+			return;
+		snprintf(msg, sizeof(msg), "no answer from the peer's adapter "
+			 "within %.1f s, send queue full (peer dead?)",
+			 (double)(limit + limit / 2) / 1e9);
+		ic->broken = 1;
+		ib_fail(ic, -ECONNRESET, msg);
+		return;
+	}
 	rdmach_debug("ib: rank %d silent for %.1f s: keepalive write",
 		     ic->conn->peer, (double)(now - ic->idle_since) / 1e9);
 	if (!ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka), now, IB_WR_KA, 1)) {
@@ -843,12 +858,17 @@ void ib_ep_local_addr(const struct ib_conn *ic, const struct ibv_qp *qp,
 	a->ctrl = (uintptr_t)ic->ctrl;
 	a->ring_size = tl->ring_size;
 	a->rkey = ic->mr->rkey;
+	a->wire = IB_WIRE_VERSION;
+	/* the largest MTU we send or take: both ends of a QP pair must use
+	 * one path MTU (a responder refuses packets longer than its own) */
+	a->mtu = tl->qpp.mtu < tl->dev.active_mtu ? tl->qpp.mtu :
+		 tl->dev.active_mtu;
+	a->mode = tl->mode + 1;
 }
 
 int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
 {
 	struct ib_tl *tl = ic->tl;
-	int peer = ic->conn->peer;
 	int ret;
 
 	if (ic->loop_qp) {
@@ -860,12 +880,6 @@ int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
 				    &tl->qpp);
 		if (ret)
 			return ret;
-	}
-	if (r->ring_size != tl->ring_size) {
-		rdmach_err("ib: rank %d has RDMACH_IB_RING_SIZE=%" PRIu64
-			   ", this rank %" PRIu64 ": set the same everywhere",
-			   peer, r->ring_size, tl->ring_size);
-		return -EINVAL;
 	}
 	ret = ib_qp_connect(&tl->dev, ic->qp, ic->psn, r, &tl->qpp);
 	if (ret)

@@ -190,6 +190,8 @@ static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 		goto err_free;
 	ret = ib_dev_open(&tl->dev, rdmach_knob_str(&ib_knobs[IB_K_DEVICE]),
 			  port, rdmach_knob_str(&ib_knobs[IB_K_GID]));
+	if (ret == -ENODEV)
+		rdmach_tl_unavailable(ctx, RDMACH_TL_IB, "%s", tl->dev.why);
 	if (ret)
 		goto err_free;
 	tl->conns = calloc((size_t)ctx->size, sizeof(*tl->conns));
@@ -256,6 +258,82 @@ static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	return 0;
 }
 
+/* Can our port reach the peer's at all?  RoCE has no LIDs; a RoCE v2
+ * packet carries an IPv4 or an IPv6 header, the same at both ends. */
+static int ib_check_reach(const struct ib_tl *tl, int peer, const struct ib_addr *r)
+{
+	const struct ib_dev *d = &tl->dev;
+	char g1[48], g2[48];
+
+	if (d->is_roce && r->lid) {
+		rdmach_err("ib: rank %d is on an InfiniBand port (LID %u), "
+			   "this rank on RoCE (%s port %u): no path between "
+			   "them", peer, r->lid, d->name, d->port);
+		return -ENETUNREACH;
+	}
+	if (!d->is_roce && !r->lid) {
+		rdmach_err("ib: rank %d has no LID (a RoCE port, or an "
+			   "InfiniBand port without a subnet manager), this "
+			   "rank is on InfiniBand (%s port %u, LID %u)", peer,
+			   d->name, d->port, d->lid);
+		return -ENETUNREACH;
+	}
+	if (d->is_roce &&
+	    ib_gid_is_v4mapped(&r->gid) != ib_gid_is_v4mapped(&d->gid)) {
+		rdmach_err("ib: rank %d's RoCE GID %s is %s, this rank's "
+			   "(%s port %u GID %d) %s is %s: both ends need an "
+			   "address of one IP family (an IPv4 address on "
+			   "each host's RDMA interface, or RDMACH_IB_GID_INDEX)",
+			   peer, ib_gid_str(&r->gid, g1, sizeof(g1)),
+			   ib_gid_is_v4mapped(&r->gid) ? "IPv4" : "IPv6",
+			   d->name, d->port, d->gid_index,
+			   ib_gid_str(&d->gid, g2, sizeof(g2)),
+			   ib_gid_is_v4mapped(&d->gid) ? "IPv4" : "IPv6");
+		return -ENETUNREACH;
+	}
+	return 0;
+}
+
+/* Can we talk to the peer that sent r?  Names what differs. */
+static int ib_check_peer(const struct ib_tl *tl, int peer, const struct ib_addr *r)
+{
+	int ret = ib_check_reach(tl, peer, r);
+
+	if (ret)
+		return ret;
+	if (r->wire != IB_WIRE_VERSION) {
+		rdmach_err("ib: rank %d speaks rdma_ib wire version %u, this "
+			   "rank %u: run the same rdmach build on every host",
+			   peer, r->wire, IB_WIRE_VERSION);
+		return -EPROTO;
+	}
+	if (r->ring_size != tl->ring_size) {
+		rdmach_err("ib: rank %d has RDMACH_IB_RING_SIZE=%" PRIu64
+			   ", this rank %" PRIu64 ": set the same everywhere",
+			   peer, r->ring_size, tl->ring_size);
+		return -EINVAL;
+	}
+	if (r->mode && r->mode != tl->mode + 1U) {
+		rdmach_err("ib: rank %d has RDMACH_IB_MODE=%s, this rank %s: "
+			   "set the same everywhere", peer,
+			   r->mode <= 3 ? ib_mode_names[r->mode - 1] : "?",
+			   ib_mode_names[tl->mode]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void ib_log_path_mtu(const struct ib_tl *tl, int peer,
+			    const struct ib_addr *r)
+{
+	rdmach_info("ib: rank %d: path MTU %s (this port %s, the peer's %s, "
+		    "RDMACH_IB_MTU %s here)", peer,
+		    ib_mtu_str(ib_path_mtu(&tl->dev, r, &tl->qpp)),
+		    ib_mtu_str(tl->dev.active_mtu),
+		    r->mtu ? ib_mtu_str((enum ibv_mtu)r->mtu) : "unknown",
+		    ib_mtu_str(tl->qpp.mtu));
+}
+
 static int ib_connect(struct rdmach_tl *base, const int *peers, int npeers)
 {
 	struct ib_tl *tl = (struct ib_tl *)base;
@@ -280,10 +358,15 @@ static int ib_connect(struct rdmach_tl *base, const int *peers, int npeers)
 					   "\"%s\"", peers[i], val);
 				return -EPROTO;
 			}
+			ret = ib_check_peer(tl, peers[i], &r);
+			if (ret)
+				return ret;
 		}
 		ret = ib_ep_connect(ic, &r);
 		if (ret)
 			return ret;
+		if (peers[i] != ctx->rank)
+			ib_log_path_mtu(tl, peers[i], &r);
 	}
 	return 0;
 }

@@ -272,11 +272,14 @@ static int ib_zc_read_fail(struct ib_zc_conn *zcc, const char *why)
 				zcc->conn->peer, why, zcc->zc->dev->name);
 }
 
-/* Poll until at most `max` reads are outstanding.  0 or a negative errno. */
+/* Poll until at most `max` reads are outstanding.  0 or a negative errno.
+ * The peer is given RDMACH_PEER_TIMEOUT_MS per read that completes, not
+ * for all of them: on a slow link, megabytes of reads in flight may take
+ * longer than that while every one of them arrives. */
 static int ib_zc_wait(struct ib_zc_conn *zcc, unsigned int max)
 {
 	uint64_t deadline = 0;
-	unsigned int spins = 0;
+	unsigned int spins = 0, out = zcc->reads_out;
 	char why[96];
 
 	while (zcc->reads_out > max) {
@@ -289,6 +292,10 @@ static int ib_zc_wait(struct ib_zc_conn *zcc, unsigned int max)
 			continue;
 		if (zcc->zc->yield)
 			sched_yield();
+		if (zcc->reads_out < out) {	/* progress: a new period */
+			out = zcc->reads_out;
+			deadline = 0;
+		}
 		if (!deadline) {
 			deadline = rdmach_now_ns() + zcc->zc->wait_ns;
 		} else if (rdmach_now_ns() > deadline) {

@@ -18,13 +18,16 @@
 #   7. test/run-ib-vm.sh (verbs tests in the Soft-RoCE VM), if present
 #   8. `make mpich` and MPI programs + a fixed subset of MPICH's test suite,
 #      then nas/test-nas.sh (NAS IS and CG class S, and the runner's failures)
+#   9. test/run-cluster.sh smoke: 2 Soft-RoCE VMs, ranks on both (Hydra
+#      over ssh): the conformance suite across hosts and an MPI program
 #
 # Each binary ends with "N passed, M failed"; this script adds them up and
 # ends with one total line of the same form; exit status 0 only if nothing
 # failed.  Environment:
 #   O=dir                 build directory (default build)
 #   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
-#   SKIP="install asan valgrind mpiexec vm small negative mpich nas"  steps to leave out
+#   SKIP="install asan valgrind mpiexec vm small negative mpich nas cluster"
+#                         steps to leave out
 #   TEST_TIMEOUT          seconds per binary (default 900)
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -226,6 +229,12 @@ if ! skipped mpich; then
 		tail -n 40 "$LOGS/mpich-build.log"
 		record "make mpich" 0 1
 	fi
+fi
+
+# 9. across hosts: two Soft-RoCE VMs on one virtual network (the whole
+#    cross-host suite is `make check-cluster`)
+if [ -x test/run-cluster.sh ] && ! skipped cluster; then
+	run "2-VM cluster smoke (test/run-cluster.sh)" -- test/run-cluster.sh smoke "$O"
 fi
 
 note "summary (logs in $LOGS)"

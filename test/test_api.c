@@ -1,7 +1,9 @@
 /*
  * test_api.c - bad input gets a clear error, never a crash: bad iovecs,
  * bad ranks, NULL handles, handles used after finalize, bad knob values,
- * an unavailable transport, the zero-copy "same iovec" rule, strerror.
+ * an unavailable transport, ranks on two hosts without a transport between
+ * them (the host and its reason named), the zero-copy "same iovec" rule,
+ * strerror.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -251,6 +253,137 @@ static int api_no_ib_device(struct tst *t)
 	return api_env_case(t, e, 1);
 }
 
+/* Ranks on two hosts without a transport between them: rank 1's host id
+ * (the value of "rdmach-1" in the wire-up, "mask:host:boot") is rewritten
+ * on its way out, so that every rank sees rank 1 on host "elsewhere". */
+struct api_far {
+	rdmach_oob_t base;
+	char prefix[8];		/* fresh keys for each context */
+};
+
+static int api_far_key(const struct api_far *f, const char *key, char *out,
+		       size_t len)
+{
+	int n = snprintf(out, len, "%s%s", f->prefix, key);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int api_far_put(void *arg, const char *key, const char *value)
+{
+	const struct api_far *f = arg;
+	char k[128], v[512];
+	const char *boot;
+	int err = api_far_key(f, key, k, sizeof(k));
+
+	if (err)
+		return err;
+	boot = strchr(value, ':') ? strchr(strchr(value, ':') + 1, ':') : NULL;
+	if (f->base.rank == 1 && !strcmp(key, "rdmach-1") && boot) {
+		snprintf(v, sizeof(v), "%.*s:elsewhere%s",
+			 (int)strcspn(value, ":"), value, boot);
+		value = v;
+	}
+	return f->base.put(f->base.arg, k, value);
+}
+
+static int api_far_get(void *arg, const char *key, char *value, size_t len)
+{
+	const struct api_far *f = arg;
+	char k[128];
+	int err = api_far_key(f, key, k, sizeof(k));
+
+	return err ? err : f->base.get(f->base.arg, k, value, len);
+}
+
+static int api_far_fence(void *arg)
+{
+	const struct api_far *f = arg;
+
+	return f->base.fence(f->base.arg);
+}
+
+/* init + connect with rank 1 "elsewhere" under RDMACH_TRANSPORT=policy:
+ * connect's error, and what was logged in msg. */
+static int api_far_connect(struct tst *t, const char *policy,
+			   const char *prefix, char *msg, size_t len)
+{
+	struct api_far f = { t->oob, "" };
+	rdmach_oob_t o = t->oob;
+	struct tst_capture cap;
+	rdmach_ctx_t *ctx;
+	int err;
+
+	snprintf(f.prefix, sizeof(f.prefix), "%s", prefix);
+	o.arg = &f;
+	o.put = api_far_put;
+	o.get = api_far_get;
+	o.fence = api_far_fence;
+	setenv("RDMACH_TRANSPORT", policy, 1);
+	err = tst_capture_begin(&cap, 0);
+	if (err)
+		return tst_fail(t, "capturing stderr: %s", strerror(-err));
+	err = rdmach_init(&ctx, &o);
+	if (!err) {
+		err = rdmach_connect(ctx);
+		rdmach_finalize(&ctx);
+	}
+	tst_capture_end(t, &cap, msg, len);
+	return err;
+}
+
+static int api_unreachable_checks(struct tst *t)
+{
+	char msg[4096];
+	int err;
+
+	/* auto: each rank names the host without an RDMA device, and why */
+	err = api_far_connect(t, "auto", "a.", msg, sizeof(msg));
+	TST_CHECK(t, err == -ENODEV, "connect across hosts without ib "
+		  "returned %d (%s), expected -ENODEV", err, tst_errname(err));
+	TST_CHECK(t, strstr(msg, "and rank 1 on host elsewhere cannot "
+			    "connect"), "the pair and hosts not named: "
+		  "\"%.300s\"", msg);
+	TST_CHECK(t, strstr(msg, "host elsewhere (rank 1) has no usable RDMA "
+			    "device: "), "rank 1's host and reason not named: "
+		  "\"%.300s\"", msg);
+	TST_CHECK(t, strstr(msg, "(rank 0) has no usable RDMA device: "),
+		  "rank 0's host and reason not named: \"%.300s\"", msg);
+	TST_CHECK(t, !strstr(msg, "reason unknown"), "a reason was not "
+		  "published: \"%.300s\"", msg);
+	/* shm forced: the policy is the reason, no device is blamed */
+	err = api_far_connect(t, "shm", "b.", msg, sizeof(msg));
+	TST_CHECK(t, err == -ENODEV, "connect across hosts under "
+		  "RDMACH_TRANSPORT=shm returned %d (%s), expected -ENODEV",
+		  err, tst_errname(err));
+	TST_CHECK(t, strstr(msg, "under RDMACH_TRANSPORT=shm") &&
+		  strstr(msg, "elsewhere"), "RDMACH_TRANSPORT=shm: no message "
+		  "naming the policy and the host: \"%.300s\"", msg);
+	TST_CHECK(t, !strstr(msg, "RDMA device"), "RDMACH_TRANSPORT=shm: a "
+		  "device blamed: \"%.300s\"", msg);
+	return 0;
+}
+
+static int api_unreachable_host(struct tst *t)
+{
+	const char *saved = getenv("RDMACH_TRANSPORT");
+	char *keep = saved ? strdup(saved) : NULL;
+	int ret;
+
+	if (saved && !keep)
+		return tst_fail(t, "out of memory");
+	if (tst_have_ib_device())
+		ret = tst_skip(t, "an RDMA device exists here");
+	else
+		ret = api_unreachable_checks(t);
+	if (keep)
+		setenv("RDMACH_TRANSPORT", keep, 1);
+	else
+		unsetenv("RDMACH_TRANSPORT");
+	free(keep);
+	return ret;
+}
+
 static int api_strerror(struct tst *t)
 {
 	static const int codes[] = { -EINVAL, -EBADF, -ECONNRESET, -EPIPE,
@@ -422,6 +555,8 @@ static const struct tst_case api_cases[] = {
 	  { 0 } },
 	{ "no_ib_device", 2, api_no_ib_device, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
+	{ "unreachable_host", 2, api_unreachable_host, TST_NO_CTX, NULL,
+	  { 0 } },
 	{ "knob_get", 1, api_knob_get, TST_UNIT, NULL, { 0 } },
 	{ "strerror", 1, api_strerror, TST_NO_CTX, NULL, { 0 } },
 	{ "bad_oob", 1, api_bad_oob, TST_NO_CTX, NULL, { 0 } },

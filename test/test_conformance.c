@@ -105,11 +105,24 @@ static int conf_put_ring(struct tst *t, rdmach_conn_t *c, int peer,
 	return ret;
 }
 
+/* The ring size the volumes of a case scale with.  Every rank must get the
+ * same (a stream's length is computed at both ends), which the size of
+ * some connection of its own is not when shm and ib mix (ranks on several
+ * hosts): the smaller of the rings RDMACH_TRANSPORT allows. */
 static uint64_t conf_ring(struct tst *t)
 {
-	rdmach_conn_t *c = tst_conn(t, t->size > 1 ? 1 - (t->rank & 1) : 0);
+	const char *tl = getenv("RDMACH_TRANSPORT");
+	uint64_t shm = tst_knob("RDMACH_SHM_RING_SIZE");
+	uint64_t ib = tst_knob("RDMACH_IB_RING_SIZE");
 
-	return c ? tst_ring_size(c) : 65536;
+	(void)t;
+	if (!shm)
+		shm = 65536;
+	if (tl && !strcmp(tl, "ib"))
+		return ib ? ib : 65536;
+	if ((tl && !strcmp(tl, "shm")) || !ib)
+		return shm;
+	return shm < ib ? shm : ib;
 }
 
 /* Thousands of wraparounds with odd fixed sizes that never divide the

@@ -2,13 +2,16 @@
 # install-deps.sh - install, from Debian's archive, what rdmach needs to
 # build, test and benchmark: rdma-core (libibverbs), Debian's MPICH (Hydra's
 # mpiexec and the reference MPI), perftest, gnuplot, valgrind, and what the
-# Soft-RoCE test VM needs (qemu, busybox, kmod, cpio).  Idempotent: only
-# missing packages are installed.  Needs root (or sudo).
+# Soft-RoCE test VMs need (qemu, busybox, kmod, cpio; dropbear's server
+# binary and the openssh client for the VM cluster: no service is started
+# on this host).  Idempotent: only missing packages are installed.  Needs
+# root (or sudo).
 set -e
 PKGS="build-essential pkg-config libibverbs-dev librdmacm-dev rdma-core
       ibverbs-providers ibverbs-utils rdmacm-utils perftest mpich libmpich-dev
       gnuplot-nox valgrind qemu-system-x86 busybox-static kmod cpio xz-utils
-      iproute2 util-linux gfortran autoconf automake libtool dpkg-dev"
+      iproute2 util-linux gfortran autoconf automake libtool dpkg-dev
+      dropbear-bin openssh-client bc"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||

@@ -1,7 +1,9 @@
 #!/bin/busybox sh
 # vm-init.sh - PID 1 of the test VM (see vm-run.sh): load the modules, mount
 # the host's / (ro) and the work dir (rw) over 9p, create rxe0 on a dummy
-# netdev, run /ctl/cmd in a chroot, write its status to /ctl/rc, power off.
+# netdev (or on the NIC that vm-cluster.sh gives: VM_NETDEV, VM_IP, VM_MTU,
+# VM_HOSTNAME, VM_MOUNTS, VM_RXE=0 for none, from /ctl/env), run /ctl/cmd
+# in a chroot, write its status to /ctl/rc, power off.
 /bin/busybox --install -s /bin
 export PATH=/bin
 R=/newroot
@@ -25,12 +27,25 @@ mount -t tmpfs -o mode=755 run $R/run
 mkdir -p $R/run/vm; mount --bind /ctl $R/run/vm
 mkdir -p "$R$WORK" 2>/dev/null	# under /tmp it is on the tmpfs just mounted
 mount -t 9p -o $o,cache=mmap work "$R$WORK" || fail "mount $WORK"
+for m in ${VM_MOUNTS:-}; do		# extra shares, "tag:/path" (under /run)
+	mkdir -p "$R${m#*:}" && mount -t 9p -o $o "${m%%:*}" "$R${m#*:}" ||
+		fail "mount ${m%%:*}"
+done
+[ -z "${VM_HOSTNAME:-}" ] || hostname "$VM_HOSTNAME"
 ip link set lo up
-ip link add rxenet0 type dummy || fail "dummy netdev"
-ip addr add 192.0.2.1/24 dev rxenet0
-ip link set rxenet0 up
-PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot $R rdma link add rxe0 type rxe \
-	netdev rxenet0 || fail "rdma link add rxe0"
+if [ -n "${VM_NETDEV:-}" ]; then	# a NIC (vm-cluster.sh): VM_IP, VM_MTU
+	n=$VM_NETDEV
+	ip link set "$n" mtu "${VM_MTU:-1500}" || fail "$n: mtu ${VM_MTU:-}"
+	ip addr add "$VM_IP/24" dev "$n" || fail "$n: address $VM_IP"
+	ip link set "$n" up || fail "$n: no such NIC"
+else					# no NIC: a dummy netdev of our own
+	n=rxenet0
+	ip link add $n type dummy || fail "dummy netdev"
+	ip addr add 192.0.2.1/24 dev $n
+	ip link set $n up
+fi
+[ "${VM_RXE:-1}" = 0 ] || PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot $R \
+	rdma link add rxe0 type rxe netdev $n || fail "rdma link add rxe0 on $n"
 exec 3<>$R/dev/hvc0; stty raw -echo <&3
 mkfifo /out; cat /out >&3 & cat=$!
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# run-cluster-vm.sh - latency and bandwidth between two hosts: in ONE boot
+# of a 2-VM Soft-RoCE cluster (test/vm/vm-cluster.sh --direct: the two NICs
+# on one UDP link over 127.0.0.1, no switch hop), interleaved rounds of
+#   perftest  ib_write_lat 8 B, ib_write_bw and ib_read_bw 1 MiB (vm1 -> vm2)
+#   rdmach    rdmach_latency 8 B, rdmach_bw 1 MiB (rank 0 on vm1, 1 on vm2)
+#   MPI       mpi_latency 8 B, mpi_bw 1 MiB on MPICH ch3:rdma (PREFIX)
+#   Debian's MPICH (ch4:ucx), the same mpi_latency/mpi_bw, as a peer
+# then a table: per-round values, median, min-max spread, and the ratios
+# to perftest (targets: rdmach 8 B latency <= 1.10 x ib_write_lat, MPI <=
+# 1.15 x; 1 MiB bandwidth >= 0.95 x ib_write_bw).  Latency is the median of
+# per-iteration times (perftest's t_typical; -b = -i for ours); bandwidth
+# is perftest's BW average (converted to 10^6 B/s, as OSU) and our window
+# bandwidth.  The guest CPU is emulated (~6.6x slower): ratios mean
+# something, absolute figures do not; a busy host disturbs both sides.
+#
+# usage: bench/run-cluster-vm.sh           (build first: make; make mpich)
+# env: BENCH_ROUNDS (5)  BENCH_RESULTS (results/cluster-DATE)
+#      PREFIX (build/mpich-install)  O (build)
+# Exit status 0; 1 if a run failed.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+root=$(pwd -P)
+O=${O:-build}
+case $O in /*) ;; *) O=$root/$O ;; esac
+PREFIX=${PREFIX:-$root/build/mpich-install}
+
+# ---------------------------------------------------------------- guest --
+if [ "${1:-}" = --in-vm ]; then
+	out=$2 rounds=$3
+	peer=vm2 dev=rxe0
+	export HYDRA_LAUNCHER_EXEC=$root/test/vm/hydra-ssh
+	# perf TOOL SIZE ITERS FILE: one perftest pair, server on vm2
+	perf() {
+		local tool=$1 size=$2 iters=$3 f=$4 row try
+		for try in 1 2 3; do
+			ssh $peer "timeout 120 $tool -d $dev -s $size -n $iters -F" \
+				>"$out/srv.log" 2>&1 </dev/null &
+			sleep $((try == 1 ? 2 : 4))
+			row=$(timeout 120 "$tool" -d $dev -s "$size" -n "$iters" -F $peer 2>&1 |
+				tee -a "$out/$tool.log" | grep -E '^ *[0-9]+ +[0-9]+ ')
+			wait
+			[ -n "$row" ] && ! grep -qiE 'inf|nan' <<<"$row" && break
+			row=
+		done
+		case $tool in
+		*_lat) awk '{ printf "%s\n", $5 }' <<<"$row" ;;
+		*_bw) awk '{ printf "%.2f\n", $4 * 1.048576 }' <<<"$row" ;;
+		esac >>"$out/$f"
+	}
+	# ours NAME MPIEXEC PROGRAM ARGS...: value of the last row
+	ours() {
+		local f=$1 m=$2; shift 2
+		timeout 300 $m -hosts vm1,$peer -n 2 "$@" >"$out/last.log" 2>&1 </dev/null
+		awk '!/^#/ && NF >= 2 && $1 + 0 > 0 {v = $2} END {if (v != "") print v}' \
+			"$out/last.log" >>"$out/$f"
+		cat "$out/last.log" >>"$out/$f.log"
+	}
+	lat="-m 8:8 -i 2000 -x 200 -b 2000"
+	bw="-m 1M:1M -I 40 -X 4 -w 16"
+	for ((r = 1; r <= rounds; r++)); do
+		echo "round $r of $rounds"
+		perf ib_write_lat 8 2000 perftest_write_lat.txt
+		ours rdmach_lat.txt mpiexec "$O/bin/rdmach_latency" $lat
+		[ -x "$out/mpi_latency" ] &&
+			ours mpi_lat.txt "$PREFIX/bin/mpiexec" "$out/mpi_latency" $lat
+		[ -x "$out/ucx_latency" ] &&
+			ours ucx_lat.txt /usr/bin/mpiexec "$out/ucx_latency" $lat
+		perf ib_write_bw 1048576 200 perftest_write_bw.txt
+		perf ib_read_bw 1048576 200 perftest_read_bw.txt
+		ours rdmach_bw.txt mpiexec "$O/bin/rdmach_bw" $bw
+		[ -x "$out/mpi_bw" ] &&
+			ours mpi_bw.txt "$PREFIX/bin/mpiexec" "$out/mpi_bw" $bw
+		[ -x "$out/ucx_bw" ] &&
+			ours ucx_bw.txt /usr/bin/mpiexec "$out/ucx_bw" $bw
+	done
+	# what UCX chose across the two hosts (or why it did not run)
+	[ -x "$out/ucx_latency" ] &&
+		UCX_LOG_LEVEL=info timeout 120 /usr/bin/mpiexec -hosts vm1,$peer -n 2 \
+			"$out/ucx_latency" -m 8:8 -i 100 >"$out/ucx-info.log" 2>&1 </dev/null
+	ucx_info -d >"$out/ucx_info-d.log" 2>&1
+	exit 0
+fi
+
+# ----------------------------------------------------------------- host --
+rounds=${BENCH_ROUNDS:-5}
+out=$root/${BENCH_RESULTS:-results/cluster-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+[ -x "$O/bin/rdmach_latency" ] || make -C "$root" -j2 O="$O" >/dev/null ||
+	{ echo "run-cluster-vm: build failed" >&2; exit 1; }
+if [ -x "$PREFIX/bin/mpicc" ]; then
+	for b in mpi_latency mpi_bw; do
+		"$PREFIX/bin/mpicc" -O2 -Ibench -o "$out/$b" "bench/$b.c" -lm || exit 1
+	done
+else
+	echo "run-cluster-vm: no MPICH ch3:rdma in $PREFIX (make mpich): MPI rows left out" >&2
+fi
+if [ -x /usr/bin/mpicc ]; then	# Debian's MPICH, ch4:ucx
+	/usr/bin/mpicc -O2 -Ibench -o "$out/ucx_latency" bench/mpi_latency.c -lm &&
+		/usr/bin/mpicc -O2 -Ibench -o "$out/ucx_bw" bench/mpi_bw.c -lm || exit 1
+fi
+echo "host load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
+test/vm/vm-cluster.sh -n 2 --direct "$root" \
+	"bench/run-cluster-vm.sh --in-vm $(printf %q "$out") $rounds" ||
+	{ echo "run-cluster-vm: the cluster run failed" >&2; exit 1; }
+echo "host load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/load.txt"
+
+. bench/stats.sh
+row() {	# LABEL FILE UNIT: the values, median, spread
+	local f=$out/$2 m lo hi
+	[ -s "$f" ] || { printf '| %s | (no run) | | |\n' "$1"; return; }
+	m=$(median <"$f"); lo=$(sort -g "$f" | head -n1); hi=$(sort -g "$f" | tail -n1)
+	printf '| %s | %s | %s %s | %s-%s |\n' "$1" "$(tr '\n' ' ' <"$f")" "$m" "$3" "$lo" "$hi"
+}
+med() { [ -s "$out/$1" ] && median <"$out/$1"; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+pl=$(med perftest_write_lat.txt) pw=$(med perftest_write_bw.txt)
+{
+	echo "# Between two Soft-RoCE VMs (rxe0 <-> rxe0 over a UDP link), $rounds rounds"
+	echo "$(cat "$out/load.txt" | tr '\n' ';')"
+	echo
+	echo "| what | per round | median | spread (min-max) |"
+	echo "|---|---|---|---|"
+	row "ib_write_lat 8 B (us)" perftest_write_lat.txt us
+	row "rdmach_latency 8 B (us)" rdmach_lat.txt us
+	row "MPI ch3:rdma 8 B (us)" mpi_lat.txt us
+	row "MPI ch4:ucx (Debian) 8 B (us)" ucx_lat.txt us
+	row "ib_write_bw 1 MiB (MB/s)" perftest_write_bw.txt MB/s
+	row "ib_read_bw 1 MiB (MB/s)" perftest_read_bw.txt MB/s
+	row "rdmach_bw 1 MiB (MB/s)" rdmach_bw.txt MB/s
+	row "MPI ch3:rdma 1 MiB (MB/s)" mpi_bw.txt MB/s
+	row "MPI ch4:ucx (Debian) 1 MiB (MB/s)" ucx_bw.txt MB/s
+	echo
+	echo "ratios of the medians:"
+	echo "  rdmach 8 B latency / ib_write_lat = $(ratio "$(med rdmach_lat.txt)" "$pl") (target <= 1.10)"
+	echo "  MPI ch3:rdma 8 B latency / ib_write_lat = $(ratio "$(med mpi_lat.txt)" "$pl") (target <= 1.15)"
+	echo "  MPI ch4:ucx 8 B latency / ib_write_lat = $(ratio "$(med ucx_lat.txt)" "$pl")"
+	echo "  rdmach 1 MiB bandwidth / ib_write_bw = $(ratio "$(med rdmach_bw.txt)" "$pw") (target >= 0.95)"
+	echo "  MPI ch3:rdma 1 MiB bandwidth / ib_write_bw = $(ratio "$(med mpi_bw.txt)" "$pw")"
+	echo "  MPI ch4:ucx 1 MiB bandwidth / ib_write_bw = $(ratio "$(med ucx_bw.txt)" "$pw")"
+	if [ ! -s "$out/ucx_lat.txt" ]; then
+		echo
+		echo "Debian's MPICH (ch4:ucx) did not run across the VMs:"
+		grep -hiE 'error|fail|unreach|transport' "$out"/ucx_lat.txt.log "$out/ucx-info.log" 2>/dev/null | head -n 8
+	fi
+} | tee "$out/summary.md"

@@ -1,0 +1,451 @@
+#!/usr/bin/env bash
+# run-cluster.sh - rdmach and MPICH across hosts: a cluster of Soft-RoCE VMs
+# (test/vm/vm-cluster.sh) with ranks started by Hydra's mpiexec over ssh.
+#
+# usage: test/run-cluster.sh [smoke|full] [build-dir]     (default: smoke)
+#   smoke  one boot of 2 VMs: the conformance suite with 4 ranks (2 per VM:
+#          shm and ib in one run), byte-checked all-pairs streams with the
+#          transport of each pair checked (shm on a host, ib across), and
+#          cpi on MPICH ch3:rdma (if PREFIX has it)
+#   full   `make check-cluster`: three boots
+#          A  2 VMs: conformance, streams, knobs that differ between
+#             hosts, a host without an RDMA device, MPI programs (cpi, Fortran,
+#             mpi_exchange), the tests of the MPICH CI subset of up to 4
+#             ranks across the 2 VMs, then the faults: a switch port down shorter than the
+#             retry window (the stream resumes, every byte once and in
+#             order), `ip link set down` on a host, a port down for longer,
+#             and a VM killed mid-stream (survivors: -ECONNRESET in bound;
+#             mpiexec: non-zero exit in bound)
+#          B  4 VMs with MTUs 1500, 9000, 4200, 1500: conformance and
+#             streams over 4 hosts, path MTU = the smaller end, cpi, rdmach
+#             builds of other versions, a VM killed among 4
+#          C  2 VMs: an MPI job that loses a VM (mpiexec ends in error)
+# Every test prints "ok NAME" or "FAIL NAME: why"; suites add their own
+# counts; the run ends with "N passed, M failed" (exit status 0 only if
+# nothing failed).  A test that cannot run here (no MPICH, no git history)
+# prints "skip NAME: why" and counts neither way.
+#
+# env: PREFIX      MPICH built with ch3:rdma (default build/mpich-install)
+#      MPICH_WORK  its build tree, for the CI subset (default build/mpich)
+#      CLUSTER_TESTS=REGEX  only the tests whose names match
+#      CLUSTER_BOOTS="A B C"  (full) the boots to run
+#      CLUSTER_MPI_PRELOAD=1  MPI programs run with this tree's
+#                   librdmach.so preloaded (PREFIX built against another)
+#      RDMACH_TEST_SCALE (default 0.1)  RDMACH_IB_TIMEOUT (default here
+#      18: see test/vm/README.md)  RDMACH_VM_*: see test/vm/vm-cluster.sh
+# Ranks start with `mpiexec -f <hostfile>` and HYDRA_LAUNCHER_EXEC set to
+# test/vm/hydra-ssh (ssh that ends the job when a host is lost).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
+MODE=smoke
+case ${1:-} in smoke|full) MODE=$1; shift ;; --inner) ;; -h|--help)
+	sed -n '2,36s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+BUILD=${1:-build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+PREFIX=${PREFIX:-$ROOT/build/mpich-install}
+MPICH_WORK=${MPICH_WORK:-$ROOT/build/mpich}
+VM=$ROOT/test/vm/vm-cluster.sh
+
+# ======================================================= inside the head VM
+if [ "${1:-}" = --inner ]; then
+	PART=$2 BUILD=$3
+	cd "$ROOT" || exit 2
+	export RDMACH_TEST_SCALE=${RDMACH_TEST_SCALE:-0.1}
+	export HYDRA_LAUNCHER_EXEC=$ROOT/test/vm/hydra-ssh
+	# rxe acks from the peer's (emulated, shared) CPU: at the default
+	# 67 ms ack timeout a busy host retransmits spuriously, and rxe's
+	# retransmission has bugs of its own (test/vm/README.md); 1.07 s
+	export RDMACH_IB_TIMEOUT=${RDMACH_IB_TIMEOUT:-18}
+	T=$BUILD/test X=$BUILD/test/vm/xhost_stream
+	L=$BUILD/cluster-logs/$PART
+	rm -rf "$L" && mkdir -p "$L"
+	MPIBIN=$BUILD/cluster-mpi
+	HF=$CLUSTER_HOSTFILE
+	# two ranks per host, in host order (ranks 0,1 on vm1, 2,3 on vm2)
+	HF2=$L/hosts-by-2
+	for h in $CLUSTER_HOSTS; do echo "$h:2"; done >"$HF2"
+	pass=0 fail=0
+	# CLUSTER_TESTS=REGEX: only the tests whose names match
+	want() { [ -z "${CLUSTER_TESTS:-}" ] || [[ $1 =~ $CLUSTER_TESTS ]]; }
+	# mpiexec must end within this many seconds of its start when a host
+	# is lost: the fault at 2 s (vmctl itself may take seconds on a busy
+	# guest), ssh gives up on a silent host after 15-18 s
+	# (ServerAliveInterval 3 x 5), hydra-ssh ends the job; 2x slack for
+	# the emulated CPUs
+	FAULT_MPIEXEC_S=60
+
+	ok() { echo "ok $1"; pass=$((pass + 1)); }
+	bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+	skip() { echo "skip $1: $2"; }
+	# mpx TIMEOUT LOG mpiexec-args...: run, log, return mpiexec's status;
+	# sets SECS
+	mpx() {
+		local t=$1 log=$2 t0 rc; shift 2
+		t0=$(date +%s.%N)
+		timeout -k 5 "$t" mpiexec "$@" >"$log" 2>&1 </dev/null
+		rc=$?
+		SECS=$(echo "$(date +%s.%N) - $t0" | bc)
+		return $rc
+	}
+	# suite NAME TIMEOUT mpiexec-args...: a program that ends with
+	# "N passed, M failed": its counts are ours
+	suite() {
+		local name=$1 t=$2 log=$L/$1.log line p f; shift 2
+		want "$name" || return 0
+		mpx "$t" "$log" "$@"
+		local rc=$?
+		grep -E '^(FAIL|skip) ' "$log" | sed "s/^/  /"
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n1)
+		if [ -z "$line" ]; then
+			bad "$name" "no summary (mpiexec status $rc): $(tail -n 3 "$log" | tr '\n' ' ')"
+			return
+		fi
+		p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed}
+		[ "$rc" = 0 ] || [ "$f" != 0 ] || f=1
+		echo "== $name: $line (${SECS%.*} s)"
+		pass=$((pass + p)); fail=$((fail + f))
+	}
+	# xok NAME NRANKS TIMEOUT mpiexec-args...: every rank's stream ok
+	xok() {
+		local name=$1 n=$2 t=$3 log=$L/$1.log; shift 3
+		want "$name" || return 0
+		if mpx "$t" "$log" "$@" &&
+		   [ "$(grep -c ': ok: ' "$log")" = "$n" ]; then
+			ok "$name (${SECS%.*} s)"
+			grep -h ': ok: ' "$log" | head -n 1 | sed 's/^/  /'
+		else
+			bad "$name" "$(grep -h 'FAIL\|error' "$log" | head -n 3 | tr '\n' ' ') (status $?, log $log)"
+		fi
+	}
+	# refused NAME PATTERN TIMEOUT mpiexec-args...: the job must fail, in
+	# bound, with a message matching PATTERN
+	refused() {
+		local name=$1 pat=$2 t=$3 log=$L/$1.log; shift 3
+		want "$name" || return 0
+		if mpx "$t" "$log" "$@"; then
+			bad "$name" "the job succeeded"
+		elif [ "$(echo "$SECS > $t - 2" | bc)" = 1 ]; then
+			bad "$name" "no end within $t s (hang?)"
+		elif grep -q -- "$pat" "$log"; then
+			ok "$name (fails in ${SECS%.*} s)"
+			grep -h -m1 -- "$pat" "$log" | cut -c1-300 | sed 's/^/  /'
+		else
+			bad "$name" "no message matching '$pat': $(grep -h error "$log" | head -n 2 | tr '\n' ' ')"
+		fi
+	}
+	# fault NAME CUT-HOST [any-status] ARGS...: xhost_stream -x reset -c
+	# CUT-HOST: every rank on the other hosts reports every pair across
+	# the fault reset in bound (the ranks on CUT-HOST, if they can report,
+	# too: none may fail), and mpiexec ends with an error in bound
+	# ("any-status": it may also end well, when no host was lost)
+	fault() {
+		local name=$1 cut=$2 d=$L/$1 anyrc=0; shift 2
+		want "$name" || return 0
+		[ "$1" != any-status ] || { anyrc=1; shift; }
+		mkdir -p "$d"
+		mpx 240 "$d/mpiexec.log" -f "$HF" "$@" -x reset -c "$cut" -v -o "$d"
+		local rc=$? f n=0 nok=0
+		reachable
+		for f in "$d"/rank-*.txt; do
+			grep -q "^xhost rank [0-9]* on $cut:" "$f" && continue
+			n=$((n + 1))
+			grep -q ': ok: ' "$f" && nok=$((nok + 1))
+		done
+		if [ "$n" -gt 0 ] && [ "$nok" = "$n" ] && [ "$rc" != 124 ] &&
+		   { [ "$rc" != 0 ] || [ "$anyrc" = 1 ]; } &&
+		   [ "$(echo "$SECS < $FAULT_MPIEXEC_S" | bc)" = 1 ] &&
+		   ! grep -qh FAIL "$d"/rank-*.txt; then
+			ok "$name (mpiexec status $rc after ${SECS%.*} s)"
+			grep -h ': -ECONNRESET' "$d"/rank-*.txt | cut -c1-200 | sed 's/^/  /'
+		else
+			bad "$name" "$nok of $n ranks off $cut ok, mpiexec status $rc after ${SECS%.*} s: $(grep -h FAIL "$d"/rank-*.txt | head -n 3 | tr '\n' ' ') (logs $d)"
+		fi
+	}
+	# wait (at most 60 s) until every VM answers ssh again after a fault
+	reachable() {
+		local h i
+		for h in $CLUSTER_HOSTS; do
+			for i in $(seq 1 30); do
+				ssh -o ConnectTimeout=2 "$h" true </dev/null 2>/dev/null && break
+				sleep 1
+			done
+		done
+	}
+	have_mpich() { [ -x "$MPIBIN/cpi" ] && [ -x "$PREFIX/bin/mpiexec" ]; }
+	mpich_path() {
+		export PATH=$PREFIX/bin:$PATH
+		# an MPICH whose ch3:rdma was linked with another rdmach: its
+		# calls of the API go through the PLT, so this tree's library
+		# can stand in for it
+		[ -z "${CLUSTER_MPI_PRELOAD:-}" ] || export LD_PRELOAD=$BUILD/lib/librdmach.so
+	}
+
+	case $PART in
+	smoke)
+		suite conformance-2x2 900 -f "$HF2" -n 4 "$T/test_conformance"
+		xok streams-2x2 4 300 -f "$HF2" -n 4 "$X" -b 4M
+		if have_mpich; then
+			(mpich_path
+			 mpx 120 "$L/cpi.log" -f "$HF" -n 4 "$MPIBIN/cpi"
+			 ) && grep -q 'pi is approximately' "$L/cpi.log" &&
+				ok "cpi, 4 ranks on 2 VMs (MPICH ch3:rdma)" ||
+				bad cpi "$(tail -n 3 "$L/cpi.log" | tr '\n' ' ')"
+		else
+			skip cpi "no MPICH ch3:rdma in $PREFIX (make mpich)"
+		fi
+		;;
+	A)
+		suite conformance-2x2 900 -f "$HF2" -n 4 "$T/test_conformance"
+		suite conformance-2x2-zcopy-4K 900 -f "$HF2" -n 4 \
+			-genv RDMACH_ZCOPY_THRESHOLD 4K -genv RDMACH_TEST_SCALE 0.05 \
+			"$T/test_conformance"
+		xok streams-2x2 4 300 -f "$HF2" -n 4 "$X" -b 8M
+		# knobs that differ between the hosts (ranks 0,1 on vm1, 2,3 on vm2)
+		refused knob-ring-size 'RDMACH_IB_RING_SIZE=.*set the same everywhere' 120 \
+			-f "$HF2" -n 2 -env RDMACH_IB_RING_SIZE 64K "$X" -b 1M : -n 2 "$X" -b 1M
+		refused knob-mode 'RDMACH_IB_MODE=.*set the same everywhere' 120 \
+			-f "$HF2" -n 2 -env RDMACH_IB_MODE piggyback "$X" -b 1M : -n 2 "$X" -b 1M
+		xok knob-chunk-4K-vs-64K 4 300 -f "$HF2" -n 2 -env RDMACH_IB_CHUNK_SIZE 4K "$X" -b 4M : \
+			-n 2 -env RDMACH_IB_CHUNK_SIZE 64K "$X" -b 4M
+		xok knob-zcopy-threshold-4K-vs-1M 4 300 -f "$HF2" -n 2 -env RDMACH_ZCOPY_THRESHOLD 4K "$X" -b 4M : \
+			-n 2 -env RDMACH_ZCOPY_THRESHOLD 1M "$X" -b 4M
+		xok knob-zcopy-off-on-vm2 4 300 -f "$HF2" -n 2 "$X" -b 4M : \
+			-n 2 -env RDMACH_ZCOPY 0 "$X" -b 4M
+		xok knob-ib-mtu-512-on-vm2 4 300 -f "$HF2" -n 2 "$X" -b 4M : \
+			-n 2 -env RDMACH_IB_MTU 512 "$X" -b 4M
+		# a host without an RDMA device, its peers on another host
+		if ! want no-rdma-device; then :
+		elif vmctl rdma vm2 off; then
+			refused no-rdma-device 'host vm2 (rank [0-9]*) has no usable RDMA device: no RDMA device' \
+				120 -f "$HF2" -n 4 "$X" -b 1M
+			vmctl rdma vm2 on || bad no-rdma-device "rxe0 not back on vm2"
+			for i in $(seq 1 50); do
+				vmctl run vm2 rdma link show rxe0/1 | grep -q ACTIVE && break
+				sleep 0.2
+			done
+		else
+			bad no-rdma-device "cannot remove rxe0 on vm2"
+		fi
+		# MPI programs (MPICH ch3:rdma), 4 ranks on 2 VMs
+		if ! want mpi; then :
+		elif have_mpich; then
+			mpich_path
+			mpx 120 "$L/cpi.log" -f "$HF" -n 4 "$MPIBIN/cpi" &&
+				grep -q 'pi is approximately' "$L/cpi.log" &&
+				ok "MPI cpi, 4 ranks (${SECS%.*} s)" ||
+				bad cpi "$(tail -n 3 "$L/cpi.log" | tr '\n' ' ')"
+			mpx 120 "$L/fhello.log" -f "$HF" -n 4 "$MPIBIN/fhello" &&
+				ok "MPI Fortran fhello, 4 ranks (${SECS%.*} s)" ||
+				bad fhello "$(tail -n 3 "$L/fhello.log" | tr '\n' ' ')"
+			mpx 600 "$L/mpi_exchange.log" -f "$HF" -n 4 "$MPIBIN/mpi_exchange" &&
+				grep -q 'No Errors' "$L/mpi_exchange.log" &&
+				ok "MPI mpi_exchange (byte-checked, all pairs), 4 ranks (${SECS%.*} s)" ||
+				bad mpi_exchange "$(tail -n 3 "$L/mpi_exchange.log" | tr '\n' ' ')"
+			# the MPICH CI subset, precompiled on the host: the tests
+			# of up to 4 ranks, spread over both VMs
+			if ! want mpich-ci; then :
+			elif [ -s "$MPIBIN/ci/list" ]; then
+				local_p=0 local_n=0 local_big=0
+				while read -r prog np args; do
+					if [ "$np" -gt 4 ]; then
+						local_big=$((local_big + 1))
+						continue
+					fi
+					local_n=$((local_n + 1))
+					if mpx 120 "$L/ci-$prog.log" -f "$HF" -n "$np" "$MPIBIN/ci/$prog" $args &&
+					   grep -q "No Errors" "$L/ci-$prog.log"; then
+						local_p=$((local_p + 1))
+					else
+						echo "  FAIL ci $prog -n $np: $(tail -n 2 "$L/ci-$prog.log" | tr '\n' ' ' | cut -c1-200)"
+					fi
+				done <"$MPIBIN/ci/list"
+				echo "== MPICH CI subset on 2 VMs: $local_p of $local_n passed ($local_big tests of 5 to 10 ranks left out)"
+				pass=$((pass + local_p)); fail=$((fail + local_n - local_p))
+			else
+				skip mpich-ci "no precompiled CI subset (MPICH_WORK=$MPICH_WORK)"
+			fi
+		else
+			skip mpi "no MPICH ch3:rdma in $PREFIX (make mpich)"
+		fi
+		# faults, 2 ranks per VM; a short switch-port outage with
+		# single-packet writes and no RDMA reads (see test/vm/README.md:
+		# rxe's retransmission of multi-packet messages)
+		xok fault-port-down-1s-resumes 4 300 -f "$HF2" -n 4 \
+			-genv RDMACH_PEER_TIMEOUT_MS 10000 -genv RDMACH_ZCOPY 0 \
+			-genv RDMACH_IB_CHUNK_SIZE 960 \
+			"$X" -b 6M -r 1 -w 2 -a "vmctl cable vm2 down 1"
+		fault fault-ip-link-down-vm2 vm2 any-status -n 4 "$X" -r 2 -w 2 \
+			-a "vmctl link vm2 down 3" -T 120
+		fault fault-port-down-20s vm2 -n 4 "$X" -r 2 -w 2 \
+			-a "vmctl cable vm2 down 20" -T 120
+		fault fault-vm2-killed vm2 -n 4 "$X" -r 2 -w 2 \
+			-a "vmctl kill vm2" -T 120
+		;;
+	B)
+		suite conformance-4x1 900 -f "$HF" -n 4 "$T/test_conformance"
+		xok streams-4x2 8 300 -f "$HF2" -n 8 "$X" -b 2M
+		if ! want mpi; then :
+		elif have_mpich; then
+			(mpich_path
+			 mpx 120 "$L/cpi.log" -f "$HF" -n 4 "$MPIBIN/cpi") &&
+				grep -q 'pi is approximately' "$L/cpi.log" &&
+				ok "MPI cpi, 4 ranks on 4 VMs" ||
+				bad cpi "$(tail -n 3 "$L/cpi.log" | tr '\n' ' ')"
+		else
+			skip cpi "no MPICH ch3:rdma in $PREFIX"
+		fi
+		# path MTU: vm1's port is 1024, vm2's 4096: both ends use 1024
+		# (the switch drops frames over a port's MTU, as a real link)
+		if ! want mtu; then :
+		elif mpx 120 "$L/mtu.log" -hosts vm1,vm2 -n 2 -genv RDMACH_VERBOSE 2 "$X" -b 8M &&
+		   grep -q 'rdmach\[0\].*rank 1: path MTU 1024 (this port 1024, the peer.s 4096' "$L/mtu.log" &&
+		   grep -q 'rdmach\[1\].*rank 0: path MTU 1024 (this port 4096, the peer.s 1024' "$L/mtu.log"; then
+			ok "path MTU = the smaller end (1024 on vm1, 4096 on vm2)"
+			grep -h 'path MTU' "$L/mtu.log" | sed 's/^/  /'
+		else
+			bad mtu "$(grep -h 'path MTU\|FAIL\|error' "$L/mtu.log" | head -n 4 | tr '\n' ' ')"
+		fi
+		# rdmach of other versions: ranks 0,1 on vm1, 2,3 on vm4 (both
+		# MTU 1500), and against vm2 (MTU 9000)
+		H14=$L/hosts-vm1-vm4
+		printf 'vm1:2\nvm4:2\n' >"$H14"
+		H12=$L/hosts-vm1-vm2
+		printf 'vm1:2\nvm2:2\n' >"$H12"
+		# (RDMACH_TRANSPORT=ib: the previous test_conformance sized a
+		# case by its first connection's ring, which differs between
+		# the ranks when shm and ib mix)
+		old=$BUILD/cluster-old/build/test/test_conformance
+		if [ -x "$old" ]; then
+			suite version-previous-on-vm4 600 -f "$H14" -genv RDMACH_TRANSPORT ib \
+				-n 2 "$T/test_conformance" alltoall_4 fifo_wrap_fixed : \
+				-n 2 "$old" alltoall_4 fifo_wrap_fixed
+			# negative control: the previous build sends at its own
+			# port's MTU (4096 on vm2), which vm1's link drops
+			refused mtu-negative-control-previous-on-vm2 'ECONNRESET\|peer died\|keepalive\|FAIL' 300 \
+				-f "$H12" -genv RDMACH_TRANSPORT ib -n 2 "$T/test_conformance" alltoall_4 : \
+				-n 2 "$old" alltoall_4
+		else
+			skip version-previous-on-vm4 "no build of the previous version"
+		fi
+		wire2=$BUILD/cluster-wire2/test/vm/xhost_stream
+		if [ -x "$wire2" ]; then
+			refused version-wire-2-on-vm4 'speaks rdma_ib wire version 2, this rank 1' 120 \
+				-f "$H14" -n 2 "$X" -b 1M : -n 2 "$wire2" -b 1M
+		else
+			skip version-wire-2-on-vm4 "no build with IB_WIRE_VERSION=2"
+		fi
+		fault fault-vm3-killed-of-4 vm3 -n 4 "$X" -r 2 -w 2 \
+			-a "vmctl kill vm3" -T 120
+		;;
+	C)
+		if ! want mpi-vm2-killed; then :
+		elif have_mpich; then
+			mpich_path
+			d=$L/mpi-vm2-killed
+			mkdir -p "$d"
+			# mpi_exchange of 64 MB messages runs for minutes; vm2 dies
+			# 15 s in
+			(sleep 15; vmctl kill vm2) &
+			mpx 240 "$d/mpiexec.log" -f "$HF2" -n 4 "$MPIBIN/mpi_exchange" 67108864
+			rc=$?
+			wait
+			if [ "$rc" != 0 ] && [ "$rc" != 124 ] &&
+			   [ "$(echo "$SECS < 15 + 60" | bc)" = 1 ] &&
+			   grep -q 'rdmach.*failed' "$d/mpiexec.log"; then
+				ok "MPI job losing vm2: mpiexec status $rc after ${SECS%.*} s (vm2 killed at 15 s)"
+				grep -h 'rdmach.*failed\|Fatal\|hydra-ssh' "$d/mpiexec.log" | head -n 4 | cut -c1-200 | sed 's/^/  /'
+			else
+				bad mpi-vm2-killed "mpiexec status $rc after ${SECS%.*} s: $(grep -h 'rdmach\|Fatal' "$d/mpiexec.log" | head -n 3 | tr '\n' ' ')"
+			fi
+		else
+			skip mpi-vm2-killed "no MPICH ch3:rdma in $PREFIX"
+		fi
+		;;
+	esac
+	echo "$pass passed, $fail failed"
+	[ "$fail" = 0 ]
+	exit
+fi
+
+# ============================================================== the host
+[ -x "$BUILD/test/test_conformance" ] && [ -x "$BUILD/test/vm/xhost_stream" ] ||
+	make -C "$ROOT" -j2 O="$BUILD" >/dev/null || { echo "run-cluster: build failed"; exit 2; }
+
+# MPI programs and the CI subset, compiled here (the guest CPU is slow)
+mpi_build() {
+	local bin=$BUILD/cluster-mpi src=$MPICH_WORK/src tb=$MPICH_WORK/test-rdma d p np args
+	[ -x "$PREFIX/bin/mpicc" ] || return 0
+	mkdir -p "$bin/ci"
+	"$PREFIX/bin/mpicc" -O2 -o "$bin/cpi" "$src/examples/cpi.c" -lm || return 1
+	"$PREFIX/bin/mpif90" -O2 -o "$bin/fhello" "$ROOT/channel/test/fhello.f90" || return 1
+	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_exchange" "$ROOT/channel/test/mpi_exchange.c" || return 1
+	[ "$MODE" = full ] || return 0
+	: >"$bin/ci/list"
+	[ -f "$tb/util/.libs/libmtest_single.a" ] || return 0
+	for d in pt2pt coll comm datatype group attr; do
+		grep -v '^#' "$ROOT/channel/test/ci/$d.list" | while read -r p np args; do
+			[ -n "$p" ] && [ -f "$src/test/mpi/$d/$p.c" ] || continue
+			"$PREFIX/bin/mpicc" -O1 -I"$src/test/mpi/include" -I"$tb/include" \
+				-o "$bin/ci/$d-$p" "$src/test/mpi/$d/$p.c" \
+				"$tb/util/.libs/libmtest_single.a" "$tb/util/.libs/libdtypes.a" -lm \
+				2>/dev/null && echo "$d-$p $np $args" >>"$bin/ci/list"
+		done
+	done
+}
+
+# builds of other versions for the version tests (full): the commit before
+# the wire version field, and this tree with IB_WIRE_VERSION=2
+other_builds() {
+	local rev
+	rev=$(git -C "$ROOT" log --format=%H -S'IB_WIRE_VERSION' --reverse -- rdma_ib/ib.h rdma_ib/ib_dev.h 2>/dev/null | head -n1)
+	if [ -n "$rev" ] && [ ! -x "$BUILD/cluster-old/build/test/test_conformance" ]; then
+		rm -rf "$BUILD/cluster-old" && mkdir -p "$BUILD/cluster-old"
+		git -C "$ROOT" archive "$rev^" | tar -x -C "$BUILD/cluster-old" &&
+			make -C "$BUILD/cluster-old" -j2 build/test/test_conformance >"$BUILD/cluster-old.log" 2>&1 ||
+			echo "run-cluster: the build of ${rev:0:12}^ failed ($BUILD/cluster-old.log)"
+	fi
+	make -C "$ROOT" -j2 O="$BUILD/cluster-wire2" EXTRA_CFLAGS=-DIB_WIRE_VERSION=2 \
+		"$BUILD/cluster-wire2/test/vm/xhost_stream" >"$BUILD/cluster-wire2.log" 2>&1 ||
+		echo "run-cluster: the IB_WIRE_VERSION=2 build failed ($BUILD/cluster-wire2.log)"
+}
+
+mpi_build || echo "run-cluster: compiling the MPI programs failed (PREFIX=$PREFIX)"
+[ "$MODE" = full ] && other_builds
+
+export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} RDMACH_TEST_SCALE RDMACH_VERBOSE RDMACH_IB_TIMEOUT PREFIX MPICH_WORK CLUSTER_TESTS CLUSTER_MPI_PRELOAD"
+export PREFIX MPICH_WORK
+total_p=0 total_f=0 summary=()
+boot() {	# LABEL PART vm-cluster options...
+	local label=$1 part=$2 t0 log line p f rc; shift 2
+	log=$BUILD/cluster-logs/boot-$part.log
+	mkdir -p "$BUILD/cluster-logs"
+	echo "=== $label"
+	t0=$SECONDS
+	"$VM" "$@" "$ROOT" "test/run-cluster.sh --inner $part $(printf %q "$BUILD")" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n1)
+	if [ -n "$line" ]; then
+		p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed}
+		[ "$rc" = 0 ] || [ "$f" != 0 ] || f=1
+	else
+		echo "run-cluster: $label: no summary (status $rc)"
+		p=0; f=1
+	fi
+	total_p=$((total_p + p)); total_f=$((total_f + f))
+	summary+=("$(printf '%-44s %4d passed, %d failed, %4d s' "$label" "$p" "$f" $((SECONDS - t0)))")
+}
+
+if [ "$MODE" = smoke ]; then
+	boot "smoke: 2 VMs" smoke -n 2
+else
+	boots=" ${CLUSTER_BOOTS:-A B C} "
+	[[ $boots != *" A "* ]] || boot "A: 2 VMs" A -n 2
+	[[ $boots != *" B "* ]] ||
+		boot "B: 4 VMs, MTU 1500 9000 4200 1500" B -n 4 --mtu 1500,9000,4200,1500
+	[[ $boots != *" C "* ]] || boot "C: 2 VMs, an MPI job loses one" C -n 2
+fi
+echo "=== summary (logs in $BUILD/cluster-logs)"
+for s in "${summary[@]}"; do echo "$s"; done
+echo "$total_p passed, $total_f failed"
+[ "$total_f" = 0 ]
