@@ -89,7 +89,9 @@ int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out)
 	const char *s = env && *env ? env : k->deflt;
 	uint64_t v;
 
-	if (s == k->deflt && !strcmp(s, RDMACH_KNOB_AUTO))
+	/* unset, or set to "auto" as its default says */
+	if (!strcmp(k->deflt, RDMACH_KNOB_AUTO) &&
+	    !strcmp(s, RDMACH_KNOB_AUTO))
 		return -ENODATA;
 
 	if (knob_parse(k, s, &v)) {

@@ -48,7 +48,8 @@ struct rdmach_knob_table {
 		&rdmach_knobs_##mod
 
 /* Value of a numeric/bool knob; 0 or -EINVAL (message logged).  A knob
- * whose default is RDMACH_KNOB_AUTO gives -ENODATA while unset. */
+ * whose default is RDMACH_KNOB_AUTO gives -ENODATA while unset or set to
+ * "auto". */
 int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out);
 /* Value of a string knob (environment or default; never NULL). */
 const char *rdmach_knob_str(const struct rdmach_knob *k);

@@ -36,4 +36,10 @@ static inline uint64_t rdmach_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The same in seconds (measurements kept as durations and rates in s). */
+static inline double rdmach_now_s(void)
+{
+	return (double)rdmach_now_ns() / 1e9;
+}
+
 #endif /* RDMACH_CORE_LOG_H */

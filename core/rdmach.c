@@ -1035,6 +1035,42 @@ static void core_print_row(FILE *out, const char *who, const rdmach_stats_t *s)
 		(unsigned long long)s->pipelined_msgs);
 }
 
+/* Large puts by protocol and reason (ib), when there were any. */
+static void core_print_large(FILE *out, const rdmach_stats_t *s)
+{
+	uint64_t large = s->zcopy_bytes + s->spipe_bytes + s->large_ring_bytes;
+
+	if (!s->why_hit && !s->why_reuse && !s->why_predicted &&
+	    !s->why_model && !s->why_new && !s->why_no_payoff &&
+	    !s->why_forced && !s->why_below && !s->why_fallback)
+		return;
+	fprintf(out, "# large puts: zero-copy %llu msgs %llu B, "
+		"superpipeline %llu msgs %llu B (%llu chunks), ring %llu msgs "
+		"%llu B; smaller puts %llu B\n",
+		(unsigned long long)s->zcopy_msgs,
+		(unsigned long long)s->zcopy_bytes,
+		(unsigned long long)s->spipe_msgs,
+		(unsigned long long)s->spipe_bytes,
+		(unsigned long long)s->spipe_chunks,
+		(unsigned long long)s->large_ring_msgs,
+		(unsigned long long)s->large_ring_bytes,
+		(unsigned long long)(s->bytes_put > large ?
+				     s->bytes_put - large : 0));
+	fprintf(out, "# large puts, why: zero-copy: %llu hit, %llu reuse, "
+		"%llu predicted, %llu model; superpipeline: %llu new buffer, "
+		"%llu no payoff; %llu below a threshold; ring: %llu fallback; "
+		"%llu forced (RDMACH_LARGE)\n",
+		(unsigned long long)s->why_hit,
+		(unsigned long long)s->why_reuse,
+		(unsigned long long)s->why_predicted,
+		(unsigned long long)s->why_model,
+		(unsigned long long)s->why_new,
+		(unsigned long long)s->why_no_payoff,
+		(unsigned long long)s->why_below,
+		(unsigned long long)s->why_fallback,
+		(unsigned long long)s->why_forced);
+}
+
 void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 {
 	rdmach_stats_t sum;
@@ -1063,4 +1099,5 @@ void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 		(unsigned long long)sum.rcache_misses,
 		(unsigned long long)sum.rcache_evictions,
 		(unsigned long long)sum.rcache_invalidations);
+	core_print_large(out, &sum);
 }

@@ -105,6 +105,27 @@ typedef struct rdmach_stats {
     uint64_t rcache_misses;
     uint64_t rcache_evictions;
     uint64_t rcache_invalidations;
+    /* Large puts over ib (RDMACH_LARGE): the protocol of each message and
+     * why it was chosen.  A message counts once, when its protocol starts
+     * (zcopy_msgs/zcopy_bytes above count the zero-copy ones). */
+    uint64_t spipe_msgs;          /* through the superpipeline */
+    uint64_t spipe_bytes;
+    uint64_t spipe_chunks;        /* its chunks (RDMA writes) */
+    uint64_t large_ring_msgs;     /* large, through the ring's copy */
+    uint64_t large_ring_bytes;
+    uint64_t why_hit;             /* zero-copy: the buffer is registered */
+    uint64_t why_reuse;           /* zero-copy: sent before, unchanged */
+    uint64_t why_predicted;       /* zero-copy: new, its size class reuses */
+    uint64_t why_model;           /* zero-copy: new, registering is cheaper */
+    uint64_t why_new;             /* superpipeline: a new buffer */
+    uint64_t why_no_payoff;       /* superpipeline: zero-copy was wanted (seen
+                                   * before, or by the model) but
+                                   * registrations of its size go unused */
+    uint64_t why_forced;          /* RDMACH_LARGE forced the protocol */
+    uint64_t why_below;           /* a copy protocol: under zero-copy's threshold
+                                   * (or RDMACH_ZCOPY=0); the ring: under the
+                                   * superpipeline's */
+    uint64_t why_fallback;        /* ring: the chosen protocol could not run */
 } rdmach_stats_t;
 
 /* What the library exports; everything else in it is hidden (built with

@@ -61,7 +61,8 @@ int rdmach_memhooks_status(void);
 /* Start tracking what free()/realloc() release (idempotent; the first call
  * chooses how, and for glibc's malloc sets M_TRIM_THRESHOLD=max for the
  * rest of the process).  A registration cache calls it before its first
- * registration.  Returns rdmach_memhooks_status(). */
+ * registration, a ghost set (rcache_ghost.h) before its first ghost.
+ * Returns rdmach_memhooks_status(). */
 int rdmach_memhooks_track_malloc(void);
 
 /* Start reading at the current end of the log. */

@@ -700,3 +700,29 @@ int rdmach_rcache_check(struct rdmach_rcache *rc)
 	pthread_mutex_unlock(&rc->lock);
 	return w.bad ? -EFAULT : 0;
 }
+
+/* ---- probe (no use, no counters) ----------------------------------------- */
+
+int rdmach_rcache_covered(struct rdmach_rcache *rc, const void *addr,
+			  size_t len)
+{
+	uintptr_t a = (uintptr_t)addr, start, end;
+	int hit;
+
+	if (!rc || !addr || !len || a + len < a ||
+	    a + len > UINTPTR_MAX - rc->page_size || !rc->cfg.enabled ||
+	    rc_forked(rc))
+		return 0;
+	start = a & ~(rc->page_size - 1);
+	end = (a + len + rc->page_size - 1) & ~(rc->page_size - 1);
+	pthread_mutex_lock(&rc->lock);
+	rc_drain(rc);
+	hit = rc_find_cover(rc->root, start, end) != NULL;
+	pthread_mutex_unlock(&rc->lock);
+	return hit;
+}
+
+int rdmach_rcache_enabled(const struct rdmach_rcache *rc)
+{
+	return rc && rc->cfg.enabled;
+}

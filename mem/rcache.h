@@ -114,4 +114,14 @@ void rdmach_rcache_info(struct rdmach_rcache *rc,
  * 0 or -EFAULT with the broken rule logged.  For tests. */
 int rdmach_rcache_check(struct rdmach_rcache *rc);
 
+/* Is [addr, addr+len) covered by a cached registration now?  Pending
+ * invalidations are applied first; no reference is taken and the hit and
+ * miss counters do not move (a probe, not a use).  1, 0, or 0 when the
+ * cache is disabled or in a forked child. */
+int rdmach_rcache_covered(struct rdmach_rcache *rc, const void *addr,
+			  size_t len);
+
+/* Whether the cache keeps registrations (RDMACH_RCACHE). */
+int rdmach_rcache_enabled(const struct rdmach_rcache *rc);
+
 #endif /* RDMACH_PROTO_RCACHE_H */

@@ -17,10 +17,14 @@ enum rdmach_pkt_type {
 	RDMACH_PKT_DATA = 1,	/* payload: bytes of the pipe */
 	RDMACH_PKT_RNDV = 2,	/* payload: struct rdmach_rndv_hdr */
 	RDMACH_PKT_PAD = 3,	/* fills the ring's end; no payload */
-	RDMACH_PKT_TYPE_MAX = RDMACH_PKT_PAD,	/* the last type every ring carries */
+	/* rdma_ib only (proto/ring.c accepts it, rdma_shm's rings refuse
+	 * it): the next bytes of the stream come through the superpipeline's
+	 * landing buffers; payload: struct rdmach_spipe_hdr (below). */
+	RDMACH_PKT_SPIPE = 4,
+	/* the last type proto/ring.c (rdma_ib's rings) accepts */
+	RDMACH_PKT_TYPE_MAX = RDMACH_PKT_SPIPE,
 	/* rdma_shm only (its rings accept it, rdma_ib's refuse it): the next
-	 * bytes of the stream come through the copy area (shm_ring.h).  5,
-	 * not 4: 4 is kept for rdma_ib's own large-message packet. */
+	 * bytes of the stream come through the copy area (shm_ring.h). */
 	RDMACH_PKT_PIPE = 5,
 };
 
@@ -61,5 +65,28 @@ static inline size_t rdmach_rndv_size(uint32_t nsegs)
 	return sizeof(struct rdmach_rndv_hdr) +
 	       (size_t)nsegs * sizeof(struct rdmach_rndv_seg);
 }
+
+/*
+ * Superpipeline control packet (rdma_ib, proto/spipe.h).  It travels in
+ * the ring in FIFO order with the data packets and says: the next `total`
+ * bytes of the stream come through the landing buffers, in chunks
+ * first_chunk, first_chunk + 1, ... laid out as the fields below say.
+ * The receiver follows the sender's geometry, so peers with different
+ * knobs interoperate; the landing area, once allocated for a connection,
+ * keeps its geometry (a packet that changes it is a protocol error).
+ * c0 and q256 describe the sender's schedule (diagnostics: every block
+ * carries its own length).
+ */
+struct rdmach_spipe_hdr {
+	uint64_t id;		/* per connection, increasing from 1 */
+	uint64_t total;		/* bytes of the stream carried, > 0 */
+	uint64_t first_chunk;	/* connection-wide number of its first chunk */
+	uint64_t buf_size;	/* bytes per landing buffer */
+	uint64_t c0;		/* payload bytes of the first chunk (target) */
+	uint32_t block;		/* bytes per block, payload + 16 */
+	uint32_t nbufs;		/* landing buffers */
+	uint32_t q256;		/* chunk growth factor x 256 */
+	uint32_t flags;		/* reserved, 0 */
+};
 
 #endif /* RDMACH_PROTO_PKT_H */

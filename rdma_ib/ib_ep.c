@@ -3,7 +3,8 @@
  * by the peer with RDMA writes from a staging mirror, replicated
  * head/tail, selective signalling, delayed credits, keepalive, and the
  * put/get data path (one packet, pipelined copy, zero-copy by RDMA read
- * through ib_zcopy).  See ib_ep.h for the buffer layout.
+ * through ib_zcopy, the superpipeline through ib_spipe; ib_large chooses
+ * among the last three).  See ib_ep.h for the buffer layout.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +17,8 @@
 #include "core/iov.h"
 #include "core/log.h"
 #include "ib_ep.h"
+#include "ib_large.h"
+#include "ib_spipe.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
 
@@ -28,7 +31,7 @@
 				 * signalled is in flight (an error
 				 * completion of an unsignalled write) */
 
-enum ib_wr_kind { IB_WR_DATA, IB_WR_KA, IB_WR_FIN };
+enum ib_wr_kind { IB_WR_DATA, IB_WR_KA, IB_WR_FIN, IB_WR_SPIPE };
 
 static inline uint64_t ib_load(const uint64_t *p)
 {
@@ -41,14 +44,20 @@ static int ib_fail(struct ib_conn *ic, int err, const char *what)
 				ic->tl->dev.name, ic->tl->dev.port);
 }
 
+int ib_ep_fail(struct ib_conn *ic, int err, const char *what)
+{
+	return ib_fail(ic, err, what);
+}
+
 /* ---- send queue: posting with selective signalling -------------------- */
 
-static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
-		   uint64_t raddr, enum ib_wr_kind kind, int signal,
-		   uint64_t head_after)
+static int ib_post_wr(struct ib_conn *ic, void *src, uint32_t len,
+		      uint32_t lkey, uint64_t raddr, uint32_t rkey,
+		      enum ib_wr_kind kind, int signal, uint64_t head_after,
+		      uint64_t chunk)
 {
 	struct ib_tl *tl = ic->tl;
-	struct ibv_sge sge = { (uintptr_t)src, len, ic->mr->lkey };
+	struct ibv_sge sge = { (uintptr_t)src, len, lkey };
 	struct ibv_send_wr wr, *bad;
 	int ret;
 
@@ -62,7 +71,7 @@ static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
 	wr.send_flags = (signal ? IBV_SEND_SIGNALED : 0) |
 			(len <= tl->inline_max ? IBV_SEND_INLINE : 0);
 	wr.wr.rdma.remote_addr = raddr;
-	wr.wr.rdma.rkey = ic->rkey;
+	wr.wr.rdma.rkey = rkey;
 	ret = ibv_post_send(ic->qp, &wr, &bad);
 	if (ret) {
 		char msg[96];
@@ -80,11 +89,27 @@ static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
 		s->head = head_after;
 		s->nwr = ic->unsig_wrs;
 		s->kind = kind;
+		s->chunk = chunk;
 		tl->sig_inflight++;
 		ic->unsig_wrs = 0;
 		ic->unsig_bytes = 0;
 	}
 	return 0;
+}
+
+static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
+		   uint64_t raddr, enum ib_wr_kind kind, int signal,
+		   uint64_t head_after)
+{
+	return ib_post_wr(ic, src, len, ic->mr->lkey, raddr, ic->rkey, kind,
+			  signal, head_after, 0);
+}
+
+int ib_ep_post_chunk(struct ib_conn *ic, void *src, uint32_t lkey,
+		     uint32_t len, uint64_t raddr, uint32_t rkey, uint64_t g)
+{
+	return ib_post_wr(ic, src, len, lkey, raddr, rkey, IB_WR_SPIPE, 1,
+			  ic->tx.head, g);
 }
 
 /* An 8-byte control word into the peer's ctrl area (inline). */
@@ -106,6 +131,32 @@ static int ib_post_packet(struct ib_conn *ic, uint64_t off, uint64_t bytes,
 	/* basic: the head travels in its own write, after the data */
 	return ib_post_ctrl(ic, offsetof(struct ib_ctrl, head), head_after,
 			    IB_WR_DATA, 0);
+}
+
+int ib_ep_post_packet(struct ib_conn *ic, uint64_t off, uint64_t bytes,
+		      uint64_t head_after)
+{
+	return ib_post_packet(ic, off, bytes, head_after);
+}
+
+int ib_ep_post_ctrl_words(struct ib_conn *ic, size_t field,
+			  const uint64_t *words, unsigned int n)
+{
+	uint64_t deadline = rdmach_now_ns() + ic->conn->ctx->peer_timeout_ns;
+	uint64_t one = words[0];
+
+	while (ic->sq_free < 1 && !ic->broken) {
+		if (ib_iface_poll(ic->tl) || rdmach_now_ns() > deadline)
+			return ib_fail(ic, -ECONNRESET, "send queue full: "
+				       "cannot write a control word");
+	}
+	if (ic->broken)
+		return ic->conn->err ? ic->conn->err : -ECONNRESET;
+	/* one word travels inline (from the stack); two come from ctrl->out,
+	 * registered, should the device not inline 16 bytes */
+	return ib_post(ic, n == 1 ? &one : (void *)words,
+		       (uint32_t)(n * sizeof(uint64_t)), ic->r_ctrl + field,
+		       IB_WR_DATA, 0, ic->tx.head);
 }
 
 /* ---- completions ------------------------------------------------------- */
@@ -149,6 +200,8 @@ void ib_ep_completion(struct ib_conn *ic, const struct ibv_wc *wc)
 	ic->tl->sig_inflight--;
 	ic->sq_free += s->nwr;
 	ring_tx_acked(&ic->tx, s->head);
+	if (s->kind == IB_WR_SPIPE)
+		ib_sp_completed(&ic->sp, s->chunk);
 	if (s->kind == IB_WR_KA) {
 		ic->ka_pending = 0;
 		ic->idle_since = rdmach_now_ns();
@@ -195,6 +248,11 @@ static int ib_take_credit(struct ib_conn *ic, int scan)
 			       "header in the ring");
 	}
 	return c ? ib_credit_in(ic, (uint64_t)c) : 0;
+}
+
+int ib_ep_take_credit(struct ib_conn *ic)
+{
+	return ib_take_credit(ic, 1);
 }
 
 static void ib_credit_out(struct ib_conn *ic)
@@ -400,7 +458,8 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	struct ring_slot s;
 	int ret;
 
-	if (total > ic->small_max || ib_zc_wanted(&ic->zc, total) ||
+	if (total > ic->small_max || total >= ic->tl->large.min ||
+	    ic->zc.tx_id || ic->sp.tx.left || ic->ring_left ||
 	    ic->sq_free < 1 + IB_SQ_RESERVE || ic->broken ||
 	    ib_load(&ic->ctrl->fin) ||
 	    ring_tx_reserve(&ic->tx, total, ic->small_max, &s) || s.len != total)
@@ -413,6 +472,66 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	ic->conn->stats.packets_sent++;
 	*n = ret ? ret : (ssize_t)total;
 	return 1;
+}
+
+/* Superpipeline: start a message (start) or feed the open one. */
+static ssize_t ib_put_spipe(struct ib_conn *ic, const struct iovec *iov,
+			    int iovcnt, size_t total, int start, int *started)
+{
+	uint64_t acked = ic->sp.tx.acked;
+	ssize_t n;
+
+	if (started)
+		*started = 0;
+	if (ic->broken || ib_load(&ic->ctrl->fin))
+		return ib_put_error(ic);
+	n = ib_sp_put(ic, iov, iovcnt, total, start, started);
+	if (ic->sp.tx.acked != acked)
+		ib_activity(ic);
+	if (n)
+		return n < 0 && ic->broken ? ib_put_error(ic) : n;
+	/* waiting for acks or ring space: credits and liveness */
+	ib_take_credit(ic, 1);
+	ib_credit_out(ic);
+	ib_idle(ic);
+	return ic->broken ? ib_put_error(ic) : 0;
+}
+
+/*
+ * A put of at least the large threshold, no protocol pending: choose one
+ * (ib_large.h) and start it.  -EAGAIN: the ring's copy takes it (chosen,
+ * or the chosen protocol could not run); the choice is not made again for
+ * the rest of it (ring_left).
+ */
+static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
+			    int iovcnt, size_t total)
+{
+	struct ib_tl *tl = ic->tl;
+	struct ib_large_choice ch;
+	int started = 0;
+	ssize_t n = -EAGAIN;
+
+	if (ic->broken || ib_load(&ic->ctrl->fin))
+		return ib_put_error(ic);
+	ib_large_choose(&tl->large, tl->zc->rc, ib_sp_room(ic), iov, iovcnt,
+			total, &ch);
+	if (ch.proto == IB_PROTO_ZCOPY) {
+		n = ib_put_zcopy(ic, iov, iovcnt);
+		started = n > 0 || ib_zc_tx_pending(&ic->zc);
+	} else if (ch.proto == IB_PROTO_SPIPE) {
+		n = ib_put_spipe(ic, iov, iovcnt, total, 1, &started);
+	} else {
+		started = 1;
+	}
+	if (started)
+		ib_large_started(&tl->large, &ch, iov, iovcnt, total,
+				 &ic->conn->stats);
+	if (n == -EAGAIN) {
+		if (!started)
+			ib_large_fallback(total, &ic->conn->stats);
+		ic->ring_left = total;
+	}
+	return n;
 }
 
 ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
@@ -430,9 +549,14 @@ ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
 
 	if (ib_put_one(ic, iov, iovcnt, total, &n))
 		return n;
-	if (ib_zc_wanted(&ic->zc, total)) {
-		n = ib_put_zcopy(ic, iov, iovcnt);
-
+	/* an open superpipeline message takes the next bytes of the stream,
+	 * whatever put brings them */
+	if (ic->sp.tx.left)
+		return ib_put_spipe(ic, iov, iovcnt, total, 0, NULL);
+	if (ib_zc_tx_pending(&ic->zc))
+		return ib_put_zcopy(ic, iov, iovcnt);
+	if (!ic->ring_left && total >= tl->large.min) {
+		n = ib_put_large(ic, iov, iovcnt, total);
 		if (n != -EAGAIN)
 			return n;
 	}
@@ -475,6 +599,7 @@ ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
 	}
 	if (batch.n && (ret = ib_batch_flush(ic, &batch)))
 		return ret;
+	ic->ring_left -= done < ic->ring_left ? done : ic->ring_left;
 	conn->stats.packets_sent += npkt;
 	if (npkt > 1 && tl->mode == RING_MODE_PIPELINE)
 		conn->stats.pipelined_msgs++;
@@ -487,17 +612,10 @@ ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
  * its ctrl area; the send queue keeps slots for such words). */
 static int ib_zc_ack(struct ib_conn *ic, uint64_t id)
 {
-	uint64_t deadline = rdmach_now_ns() + ic->conn->ctx->peer_timeout_ns;
-
-	while (ic->sq_free < 1 && !ic->broken) {
-		if (ib_iface_poll(ic->tl) || rdmach_now_ns() > deadline)
-			return ib_fail(ic, -ECONNRESET, "send queue full: "
-				       "cannot acknowledge a zero-copy put");
-	}
 	if (ic->broken)
 		return ib_put_error(ic);
-	return ib_post_ctrl(ic, offsetof(struct ib_ctrl, zc_ack), id,
-			    IB_WR_DATA, 0);
+	return ib_ep_post_ctrl_words(ic, offsetof(struct ib_ctrl, zc_ack),
+				     &id, 1);
 }
 
 /* A packet other than data at the ring head: bytes delivered (>= 0) or a
@@ -508,6 +626,11 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 	uint64_t ack = 0;
 	ssize_t n = 0;
 
+	if (pkt->type == RDMACH_PKT_SPIPE) {
+		/* arrived blocks are delivered even on a failed connection */
+		return ib_sp_get(ic, pkt->payload, pkt->len, c, room,
+				 consumed);
+	}
 	if (pkt->type == RDMACH_PKT_RNDV && ic->broken)
 		return ic->conn->err ? ic->conn->err :
 		       ib_fail(ic, -ECONNRESET, "the peer left before its "
@@ -536,6 +659,9 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 
 	if (r)
 		return r;
+	/* superpipeline chunks built before the landing address came */
+	if (ib_sp_unposted(&ic->sp) && ib_sp_tx_progress(ic))
+		return ic->conn->err;
 	ib_credit_out(ic);
 	if (ib_load(&ic->ctrl->fin) &&
 	    ic->rx.pos + 1 >= ib_load(&ic->ctrl->fin))
@@ -555,6 +681,8 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	size_t done = 0;
 	int r;
 
+	if (__builtin_expect(ib_sp_unposted(&ic->sp) != 0, 0))
+		ib_sp_tx_progress(ic);
 	rdmach_iovc_init(&c, iov, iovcnt);
 	/* a whole data packet that fits the first piece: most messages */
 	if (bottom_fill && !ic->rx.off && ring_rx_peek(&ic->rx, 1, &pkt) == 1 &&
@@ -640,6 +768,8 @@ void ib_ep_progress(struct ib_conn *ic)
 {
 	if (ic->broken || ib_take_credit(ic, 1))
 		return;
+	if (ic->sp.stage && ib_sp_tx_progress(ic))
+		return;
 	ib_credit_out(ic);
 	ib_idle(ic);
 }
@@ -649,6 +779,7 @@ void ib_ep_progress(struct ib_conn *ic)
 void ib_ep_destroy(struct ib_conn *ic)
 {
 	ib_zc_conn_release(&ic->zc);
+	ib_sp_conn_release(ic);
 	if (ic->loop_qp)
 		ibv_destroy_qp(ic->loop_qp);
 	if (ic->qp)
@@ -704,6 +835,7 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 	ic->sq_free = tl->sq_depth;
 	ib_zc_conn_init(&ic->zc, tl->zc, ic->conn, ic->qp, &ic->sq_free,
 			IB_SQ_RESERVE, ib_poll_cb, tl);
+	ib_sp_conn_init(&ic->sp, &tl->large.sp);
 	ic->psn = (uint32_t)(lrand48() ^ getpid() ^ peer) & 0xffffff;
 	ring_rx_init(&ic->rx, ic->buf, r);
 	return ic;
@@ -767,6 +899,21 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 {
 	if (!ic->r_ctrl || ic->broken || ic->conn->err)
 		return;
+	/* superpipeline chunks whose bytes put took must be written before
+	 * fin: the landing address comes when the peer's get meets the
+	 * message (unless the peer finalizes first) */
+	while (ib_sp_unposted(&ic->sp) && !ic->broken &&
+	       !ib_load(&ic->ctrl->fin) && rdmach_now_ns() < deadline_ns) {
+		ib_iface_poll(ic->tl);
+		if (ib_sp_tx_progress(ic))
+			return;
+	}
+	if (ib_sp_unposted(&ic->sp) && !ib_load(&ic->ctrl->fin))
+		rdmach_warn("ib: finalize: %llu superpipeline chunks to rank "
+			    "%d not written by the deadline (the peer did not "
+			    "read them)",
+			    (unsigned long long)ib_sp_unposted(&ic->sp),
+			    ic->conn->peer);
 	while (ic->sq_free < 1 && !ic->broken && rdmach_now_ns() < deadline_ns)
 		ib_iface_poll(ic->tl);
 	if (ic->sq_free >= 1)

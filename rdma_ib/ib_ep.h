@@ -11,7 +11,8 @@
  * staging our packets, at the offsets they take in the peer's ring;
  * ctrl    words the peer writes: its head (basic mode), its consumed count
  *         of our packets (explicit credit), fin, keepalive target, the
- *         last zero-copy put it read.
+ *         last zero-copy put it read, the last superpipeline chunk it
+ *         copied out and its landing area (ib_spipe.h).
  */
 #ifndef RDMACH_IB_EP_H
 #define RDMACH_IB_EP_H
@@ -24,6 +25,7 @@
 #include "core/tl.h"
 #include "ib_dev.h"
 #include "ib_iface.h"
+#include "ib_spipe.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
 
@@ -35,12 +37,17 @@ struct ib_ctrl {
 	uint64_t fin;		/* the peer finalized: its final head + 1 */
 	uint64_t ka;		/* keepalive target, never read */
 	uint64_t zc_ack;	/* last zero-copy put the peer has read */
+	uint64_t sp_ack;	/* last superpipeline chunk it copied out */
+	uint64_t sp_rkey;	/* its landing area: key, then address, in */
+	uint64_t sp_addr;	/*   one write (address != 0: both there) */
+	uint64_t out[2];	/* ours: source of our 16-byte ctrl writes */
 };
 
 struct ib_sig {			/* a signalled WR in flight */
 	uint64_t head;		/* ring bytes written when it completes */
 	uint32_t nwr;		/* send queue slots it retires */
 	uint32_t kind;		/* enum ib_wr_kind (ib_ep.c) */
+	uint64_t chunk;		/* superpipeline chunk it writes, or 0 */
 };
 
 struct ib_conn {
@@ -74,7 +81,10 @@ struct ib_conn {
 	unsigned int idle_gets;	/* empty gets, see IB_IDLE_GETS */
 	uint64_t idle_since;
 	uint64_t small_max;	/* largest put of ib_put_one (0: none) */
+	uint64_t ring_left;	/* a large put going through the ring: its
+				 * bytes not taken yet (decided once) */
 	struct ib_zc_conn zc;	/* zero-copy (ib_zcopy.c) */
+	struct ib_sp_conn sp;	/* superpipeline (ib_spipe.c) */
 };
 
 /* An endpoint to `peer` with its registered buffer and QP (in INIT), or
@@ -102,6 +112,26 @@ ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
 
 /* Credits both ways and liveness, without moving data. */
 void ib_ep_progress(struct ib_conn *ic);
+
+/* For ib_spipe.c. */
+/* Fail the connection (logged once): err. */
+int ib_ep_fail(struct ib_conn *ic, int err, const char *what);
+/* One signalled RDMA write of superpipeline chunk g: len bytes at src
+ * (lkey) to the peer's raddr (rkey); its completion reports g.  The
+ * caller checked for a send queue slot.  0 or -ECONNRESET. */
+int ib_ep_post_chunk(struct ib_conn *ic, void *src, uint32_t lkey,
+		     uint32_t len, uint64_t raddr, uint32_t rkey, uint64_t g);
+/* n (1 or 2) words into the peer's ctrl area at field, one write; with 2
+ * the words must be our ctrl->out (registered).  Waits for a send queue
+ * slot up to RDMACH_PEER_TIMEOUT_MS.  0 or a negative errno. */
+int ib_ep_post_ctrl_words(struct ib_conn *ic, size_t field,
+			  const uint64_t *words, unsigned int n);
+/* A packet of our staging (ring offset off, bytes) to the peer's ring. */
+int ib_ep_post_packet(struct ib_conn *ic, uint64_t off, uint64_t bytes,
+		      uint64_t head_after);
+/* Credits from the peer: ctrl and piggybacked on unread packets.  0 or
+ * -EPROTO. */
+int ib_ep_take_credit(struct ib_conn *ic);
 
 /* Finalize: tell the peer our final head; is everything we posted done
  * (or moot: the peer left or the connection failed)? */

@@ -17,6 +17,8 @@
 #include "ib_ep.h"
 #include "ib_fork.h"
 #include "ib_iface.h"
+#include "ib_large.h"
+#include "ib_tune.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
 
@@ -200,8 +202,14 @@ static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 	ret = ib_zc_open(&tl->zc, &tl->dev, &tl->zc_cfg, ctx);
 	if (ret)
 		goto err_conns;
+	ret = ib_large_open(&tl->large, &tl->dev, tl->chunk,
+			    tl->zc_cfg.enabled, tl->zc_cfg.threshold);
+	if (ret)
+		goto err_zc;
 	*tlp = &tl->base;
 	return 0;
+err_zc:
+	ib_zc_close(tl->zc);
 err_conns:
 	free(tl->conns);
 err_dev:
@@ -409,9 +417,42 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	}
 	if (tl->cq)
 		ibv_destroy_cq(tl->cq);
+	ib_large_close(&tl->large);
 	ib_zc_close(tl->zc);
 	ib_dev_close(&tl->dev);
 	free(tl->conns);
+	free(tl);
+	return ret;
+}
+
+/* ---- rdmach_info --tune ------------------------------------------------------ */
+
+int ib_tune_report(FILE *out)
+{
+	struct ib_tl *tl = calloc(1, sizeof(*tl));
+	unsigned int port;
+	int ret;
+
+	if (!tl)
+		return -ENOMEM;
+	ret = ib_read_knobs(tl, &port);
+	if (ret)
+		goto out;
+	ret = ib_dev_open(&tl->dev, rdmach_knob_str(&ib_knobs[IB_K_DEVICE]),
+			  port, rdmach_knob_str(&ib_knobs[IB_K_GID]));
+	if (ret)
+		goto out;
+	ret = ib_large_open(&tl->large, &tl->dev, tl->chunk,
+			    tl->zc_cfg.enabled, tl->zc_cfg.threshold);
+	if (!ret) {
+		fprintf(out, "# rdmach large-message tuning: device %s port "
+			"%u, MTU %s\n", tl->dev.name, tl->dev.port,
+			ib_mtu_str(tl->dev.active_mtu));
+		ib_large_print(&tl->large, out);
+		ib_large_close(&tl->large);
+	}
+	ib_dev_close(&tl->dev);
+out:
 	free(tl);
 	return ret;
 }

@@ -2,8 +2,8 @@
  * ib_iface.h - the rdma_ib interface (rdma_ib private, prefix ib_): what a
  * process holds once per device, in the sense of UCX's uct_iface: the
  * opened device and port, the completion queue shared by every
- * connection, the knob-derived settings, the zero-copy engine and the
- * connection table.  ib_iface.c owns it (open, wire-up, progress,
+ * connection, the knob-derived settings, the zero-copy engine, the
+ * large-message choice and tuning (ib_large.h) and the connection table.  ib_iface.c owns it (open, wire-up, progress,
  * finalize); ib_ep.c holds the per-connection endpoints (ib_ep.h).
  */
 #ifndef RDMACH_IB_IFACE_H
@@ -14,6 +14,7 @@
 
 #include "core/tl.h"
 #include "ib_dev.h"
+#include "ib_large.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
 
@@ -32,6 +33,7 @@ struct ib_tl {
 	unsigned int cq_skips;		/* gets that did not poll the CQ */
 	struct ib_zc *zc;
 	struct ib_zc_cfg zc_cfg;
+	struct ib_large large;	/* protocol choice, tuning, superpipeline */
 };
 
 /* Reap every completion of the shared CQ and hand each to its endpoint.

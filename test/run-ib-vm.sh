@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # run-ib-vm.sh - the rdma_ib test suite: the conformance and fault suites
 # with RDMACH_TRANSPORT=ib plus the test_ib_* tests (test_ib_zcopy: zero-copy
-# and the registration cache; the conformance suite again with zero-copy
-# thresholds of 1 KiB and 4 KiB, and with zero-copy off), in ONE boot of the
+# and the registration cache; test_ib_spipe: the superpipeline and the
+# per-message choice; the conformance suite again under each RDMACH_LARGE
+# protocol: zero-copy from 1 KiB and 4 KiB, the superpipeline from 1 KiB
+# with triple and with tightly folded double buffering, and the ring only;
+# the fault suite under the superpipeline), in ONE boot of the
 # Soft-RoCE VM (test/vm/vm-run.sh), or natively when this host has an RDMA
 # device (/sys/class/infiniband).  Prints each suite's result and ends with
 # "N passed, M failed"; exit status 0 only if nothing failed.
@@ -19,15 +22,16 @@ case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 inner() {
 	cd "$ROOT" || exit 2
 	export RDMACH_TEST_SCALE=${RDMACH_TEST_SCALE:-0.1}
-	local pass=0 fail=0 out p f name
+	local pass=0 fail=0 out p f name t0 start=$SECONDS
 	# name | environment | command
 	while IFS='|' read -r name envs cmd; do
 		[ -n "$name" ] || continue
 		if [ ! -x "$BUILD/test/${cmd%% *}" ]; then
 			echo "== $name: $BUILD/test/${cmd%% *} missing"; fail=$((fail + 1)); continue
 		fi
-		echo "== $name"
+		t0=$SECONDS
 		out=$(env $envs timeout 300 "$BUILD/test/"$cmd 2>&1)
+		echo "== $name ($((SECONDS - t0)) s)"
 		echo "$out" | grep -Ev '^ok ' | grep -v '^$' | tail -n 40
 		p=$(echo "$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' | tail -n1)
 		f=$(echo "$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' | tail -n1)
@@ -37,15 +41,21 @@ inner() {
 		pass=$((pass + p)); fail=$((fail + f))
 	done <<-EOF
 	ring unit tests||test_ib_ring
+	superpipeline unit tests||test_spipe
 	conformance (ib)|RDMACH_TRANSPORT=ib|test_conformance
 	faults (ib)|RDMACH_TRANSPORT=ib|test_faults
 	ib modes|RDMACH_TRANSPORT=ib|test_ib_modes
 	zero-copy|RDMACH_TRANSPORT=ib|test_ib_zcopy zcopy_
 	rcache eviction, 10000 buffers|RDMACH_TRANSPORT=ib RDMACH_TEST_TIMEOUT=280|test_ib_zcopy rcache_
-	conformance (ib, zero-copy from 1K)|RDMACH_TRANSPORT=ib RDMACH_ZCOPY_THRESHOLD=1K|test_conformance
-	conformance (ib, zero-copy from 4K)|RDMACH_TRANSPORT=ib RDMACH_ZCOPY_THRESHOLD=4K|test_conformance
-	conformance (ib, zero-copy off)|RDMACH_TRANSPORT=ib RDMACH_ZCOPY=0|test_conformance
+	superpipeline and auto choice|RDMACH_TRANSPORT=ib|test_ib_spipe
+	conformance (ib, zero-copy from 1K)|RDMACH_TRANSPORT=ib RDMACH_LARGE=zcopy RDMACH_ZCOPY_THRESHOLD=1K|test_conformance
+	conformance (ib, zero-copy from 4K)|RDMACH_TRANSPORT=ib RDMACH_LARGE=zcopy RDMACH_ZCOPY_THRESHOLD=4K|test_conformance
+	conformance (ib, superpipeline from 1K)|RDMACH_TRANSPORT=ib RDMACH_LARGE=superpipeline RDMACH_SPIPE_THRESHOLD=1K|test_conformance
+	conformance (ib, superpipeline, 2 x 16K buffers)|RDMACH_TRANSPORT=ib RDMACH_LARGE=superpipeline RDMACH_SPIPE_THRESHOLD=1K RDMACH_SPIPE_BUFS=2 RDMACH_SPIPE_BUF_SIZE=16K RDMACH_SPIPE_BLOCK=2K|test_conformance
+	conformance (ib, ring only)|RDMACH_TRANSPORT=ib RDMACH_LARGE=pipeline|test_conformance
+	faults (ib, superpipeline)|RDMACH_TRANSPORT=ib RDMACH_LARGE=superpipeline RDMACH_SPIPE_THRESHOLD=16K|test_faults
 	EOF
+	echo "# all suites: $((SECONDS - start)) s"
 	echo "$pass passed, $fail failed"
 	[ "$fail" = 0 ]
 }
@@ -56,7 +66,7 @@ if [ "${1:-}" = --inner ]; then
 	exit
 fi
 if [ ! -x "$BUILD/test/test_conformance" ] || [ ! -x "$BUILD/test/test_ib_modes" ] ||
-   [ ! -x "$BUILD/test/test_ib_zcopy" ]; then
+   [ ! -x "$BUILD/test/test_ib_zcopy" ] || [ ! -x "$BUILD/test/test_ib_spipe" ]; then
 	make -C "$ROOT" -j2 O="$BUILD" >/dev/null || { echo "build failed"; exit 2; }
 fi
 if [ "${RDMACH_IB_VM_NATIVE:-0}" = 1 ] ||

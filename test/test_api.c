@@ -211,6 +211,10 @@ static int api_knob_get(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_CH3_YIELD_SPINS", &v),
 		     -ENODATA);
 	TST_CHECK(t, v == 7, "an \"auto\" knob left unset changed *value");
+	setenv("RDMACH_CH3_YIELD_SPINS", "auto", 1);
+	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_CH3_YIELD_SPINS", &v),
+		     -ENODATA);
+	TST_CHECK(t, v == 7, "an \"auto\" knob set to auto changed *value");
 	setenv("RDMACH_CH3_YIELD_SPINS", "64", 1);
 	TST_CHECK0(t, rdmach_knob_get("RDMACH_CH3_YIELD_SPINS", &v));
 	TST_CHECK(t, v == 64, "RDMACH_CH3_YIELD_SPINS=64 read as %llu",

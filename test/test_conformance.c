@@ -76,7 +76,8 @@ static uint64_t conf_ring_call(uint64_t ring)
 {
 	static const char *const knobs[] = { "RDMACH_SHM_CMA_THRESHOLD",
 					     "RDMACH_SHM_PIPE_THRESHOLD",
-					     "RDMACH_ZCOPY_THRESHOLD" };
+					     "RDMACH_ZCOPY_THRESHOLD",
+					     "RDMACH_SPIPE_THRESHOLD" };
 	uint64_t call = ring / 4, k;
 	size_t i;
 
@@ -211,7 +212,7 @@ static int conf_threshold_sizes(size_t *out, int max)
 		"RDMACH_SHM_CMA_THRESHOLD", "RDMACH_SHM_RING_SIZE",
 		"RDMACH_SHM_PIPE_THRESHOLD", "RDMACH_SHM_PIPE_CHUNK",
 		"RDMACH_IB_RING_SIZE", "RDMACH_IB_CHUNK_SIZE",
-		"RDMACH_ZCOPY_THRESHOLD",
+		"RDMACH_ZCOPY_THRESHOLD", "RDMACH_SPIPE_THRESHOLD",
 	};
 	static const size_t small[] = { 0, 1, 2, 7, 8, 9, 55, 56, 57, 63, 64,
 					65, 4095, 4096, 4097 };

@@ -103,6 +103,9 @@ static size_t flt_ring_call(rdmach_conn_t *c)
 	k = tst_knob("RDMACH_ZCOPY_THRESHOLD");
 	if (k > 1 && k - 1 < call)
 		call = k - 1;
+	k = tst_knob("RDMACH_SPIPE_THRESHOLD");
+	if (k > 1 && k - 1 < call)
+		call = k - 1;
 	return (size_t)call;
 }
 

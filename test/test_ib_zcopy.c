@@ -53,6 +53,8 @@ static int zt_connect(struct tst *t, const struct zt_case *zc)
 	if (!tst_have_ib_device())
 		return tst_skip(t, "no RDMA device");
 	setenv("RDMACH_TRANSPORT", "ib", 1);
+	/* this file tests the zero-copy path itself, not the choice */
+	setenv("RDMACH_LARGE", "zcopy", 1);
 	setenv("RDMACH_ZCOPY", "1", 1);
 	setenv("RDMACH_ZCOPY_THRESHOLD", zc->threshold, 1);
 	if (zc->max_entries)

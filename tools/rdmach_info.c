@@ -1,6 +1,7 @@
 /* rdmach_info - print the build's version, its transports and every
  * RDMACH_* knob with its default and the value set in this environment
- * (like ucx_info -v / -c).  `rdmach_info --help` is its manual page. */
+ * (like ucx_info -v / -c); --tune: the large-message tuning of the ib
+ * device (rdma_ib/ib_tune.h).  `rdmach_info --help` is its manual page. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,26 @@
 #include "core/knob.h"
 #include "core/tl.h"
 #include "rdmach.h"
+#ifdef RDMACH_HAVE_IB
+#include "rdma_ib/ib_tune.h"
+#endif
+
+/* --tune: measured figures, derived settings and the model's predictions
+ * for the device the RDMACH_IB_* knobs select (RDMACH_TUNE applies). */
+static int info_tune(void)
+{
+#ifdef RDMACH_HAVE_IB
+	int ret = ib_tune_report(stdout);
+
+	if (ret)
+		fprintf(stderr, "rdmach_info --tune: no usable RDMA device "
+			"(%s)\n", rdmach_strerror(ret));
+	return ret ? 1 : 0;
+#else
+	fprintf(stderr, "rdmach_info --tune: built without ib\n");
+	return 1;
+#endif
+}
 
 #ifndef RDMACH_VERSION
 #define RDMACH_VERSION "unknown"
@@ -24,7 +45,7 @@ static const char info_manual[] =
 "    rdmach_info - show rdmach's version, transports and environment knobs\n"
 "\n"
 "SYNOPSIS\n"
-"    rdmach_info [-c] [-t] [-v]\n"
+"    rdmach_info [-c] [-t] [-v] [--tune]\n"
 "    rdmach_info -h | --help\n"
 "\n"
 "DESCRIPTION\n"
@@ -43,6 +64,11 @@ static const char info_manual[] =
 "        for a pair of processes both can serve.\n"
 "    -v, --version\n"
 "        The library version and the API version (RDMACH_API_VERSION).\n"
+"    --tune\n"
+"        The large-message tuning of the ib device the RDMACH_IB_* knobs\n"
+"        select: measured figures (or the tuning cache's, or built-in ones\n"
+"        as RDMACH_TUNE says), derived superpipeline settings and the\n"
+"        model's predicted bandwidth per protocol and size.  Only with ib.\n"
 "    -h, --help\n"
 "        This text.\n"
 "\n"
@@ -54,7 +80,8 @@ static const char info_manual[] =
 "    (0-3), RDMACH_STATS (counters at finalize).\n"
 "\n"
 "EXIT STATUS\n"
-"    0 on success, 2 on a bad option.\n"
+"    0 on success, 1 when --tune finds no usable RDMA device, 2 on a bad\n"
+"    option.\n"
 "\n"
 "SEE ALSO\n"
 "    rdmach_run --help; rdmach.h, rdmach_pmi.h and rdmach_launch.h for the\n"
@@ -89,9 +116,10 @@ int main(int argc, char *argv[])
 		{ "transports", no_argument, NULL, 't' },
 		{ "version", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "tune", no_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 }
 	};
-	int config = 0, transports = 0, version = 0, c;
+	int config = 0, transports = 0, version = 0, tune = 0, c;
 
 	while ((c = getopt_long(argc, argv, "ctvh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -104,12 +132,15 @@ int main(int argc, char *argv[])
 		case 'v':
 			version = 1;
 			break;
+		case 'T':	/* long option only */
+			tune = 1;
+			break;
 		case 'h':
 			fputs(info_manual, stdout);
 			return 0;
 		default:
 			fprintf(stderr, "usage: rdmach_info [-c] [-t] [-v] "
-				"(rdmach_info --help for more)\n");
+				"[--tune] (rdmach_info --help for more)\n");
 			return 2;
 		}
 	}
@@ -118,7 +149,7 @@ int main(int argc, char *argv[])
 			"(rdmach_info --help)\n", argv[optind]);
 		return 2;
 	}
-	if (!config && !transports && !version)
+	if (!config && !transports && !version && !tune)
 		config = transports = version = 1;
 	if (version)
 		info_version();
@@ -126,5 +157,5 @@ int main(int argc, char *argv[])
 		info_transports();
 	if (config)
 		rdmach_knob_print_all(stdout);
-	return 0;
+	return tune ? info_tune() : 0;
 }
