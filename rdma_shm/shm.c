@@ -35,7 +35,8 @@
 enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
        SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD, SHM_K_PIPE_AREA,
        SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CMA_USE,
-       SHM_K_CACHE_LIMIT, SHM_K_RECENT, SHM_K_LIVENESS_MS, SHM_K_NUM };
+       SHM_K_CACHE_LIMIT, SHM_K_CALIB_MS, SHM_K_RECENT, SHM_K_LIVENESS_MS,
+       SHM_K_NUM };
 
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
@@ -87,6 +88,11 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"largest put that can be cache-resident (auto: the largest "
 		"working set memcpy moves at >= 60% of its in-cache speed, "
 		"measured at start-up by the lowest local rank)" },
+	[SHM_K_CALIB_MS] = { "RDMACH_SHM_CALIB_MS", RDMACH_KNOB_UINT, "100",
+		0, 60000,
+		"time the start-up measurement behind the cache limit and the "
+		"CMA choice may take; one that runs longer (a slow or emulated "
+		"CPU) is dropped for the built-in choice (0: never measure)" },
 	[SHM_K_RECENT] = { "RDMACH_SHM_RECENT", RDMACH_KNOB_UINT, "4", 0,
 		SHM_RECENT_MAX,
 		"a large put counts as cache-resident if its buffer is one of the "
@@ -192,6 +198,7 @@ struct shm_tl {
 	struct shm_conn **conns;	/* [npeers] */
 	int npeers;
 	uint64_t ring_size, line_ring_size, chunk, cma_threshold, liveness_ns;
+	uint64_t calib_ns;		/* RDMACH_SHM_CALIB_MS */
 	int cma;
 	volatile uint64_t cma_magic;	/* peers read it to probe CMA */
 	/* copy area */
@@ -1246,6 +1253,7 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
 	tl->cache_limit = v[SHM_K_CACHE_LIMIT];
 	tl->liveness_ns = v[SHM_K_LIVENESS_MS] * 1000000u;
+	tl->calib_ns = v[SHM_K_CALIB_MS] * 1000000u;
 	return shm_read_pipe_knobs(tl, v);
 }
 
@@ -1301,12 +1309,20 @@ static void shm_measure_cache(struct shm_tl *tl, const int *peers, int npeers)
 {
 	struct shm_seg_hdr *h = shm_seg_hdr(&tl->seg);
 	struct shm_calib m;
+	int err;
 
 	if ((tl->cache_limit && tl->cma_use != SHM_CMA_AUTO) || !tl->cma ||
-	    !tl->pipe_size || npeers < 2 ||
-	    shm_leader(peers, npeers) != tl->base.ctx->rank ||
-	    shm_calib_measure(SHM_CACHE_LIMIT_MAX, &m))
+	    !tl->pipe_size || npeers < 2 || !tl->calib_ns ||
+	    shm_leader(peers, npeers) != tl->base.ctx->rank)
 		return;
+	err = shm_calib_measure(SHM_CACHE_LIMIT_MAX, tl->calib_ns, &m);
+	if (err) {
+		rdmach_info("shm: start-up measurement %s: built-in cache limit, "
+			    "large puts through the copy area",
+			    err == -ETIME ? "over RDMACH_SHM_CALIB_MS" :
+			    rdmach_strerror(err));
+		return;
+	}
 	rdmach_info("shm: measured: cache limit %" PRIu64 " KiB; memcpy %.1f "
 		    "GB/s in cache, %.1f beyond; process_vm_readv %.1f / %.1f",
 		    m.cache_limit >> 10, m.copy_hot, m.copy_cold, m.cma_hot,

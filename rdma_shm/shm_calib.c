@@ -32,10 +32,10 @@ static int calib_move(uint8_t *dst, const uint8_t *src, uint64_t len, int cma)
 
 /* Bytes per ns of moving ws bytes src -> dst in pieces, again and again:
  * the best of CALIB_TRIALS timed trials (a trial that was preempted only
- * looks slower), after one untimed pass that also touches the pages.
- * 0 when the move fails. */
+ * looks slower; one trial only once past the deadline), after one untimed
+ * pass that also touches the pages.  0 when the move fails. */
 static double calib_rate(uint8_t *dst, const uint8_t *src, uint64_t ws,
-			 int cma)
+			 int cma, uint64_t deadline)
 {
 	uint64_t piece = ws < CALIB_PIECE ? ws : CALIB_PIECE, off, n, t0;
 	int pass, passes = (int)((CALIB_BYTES + ws - 1) / ws), trial;
@@ -47,6 +47,8 @@ static double calib_rate(uint8_t *dst, const uint8_t *src, uint64_t ws,
 	for (trial = 0; trial < CALIB_TRIALS; trial++) {
 		double r;
 
+		if (trial && rdmach_now_ns() > deadline)
+			break;
 		n = 0;
 		t0 = rdmach_now_ns();
 		for (pass = 0; pass < passes; pass++)
@@ -61,11 +63,19 @@ static double calib_rate(uint8_t *dst, const uint8_t *src, uint64_t ws,
 	return best;
 }
 
-int shm_calib_measure(uint64_t max, struct shm_calib *out)
+/* Past the deadline: the result would not be complete. */
+static int calib_late(uint64_t deadline)
 {
-	uint64_t ws, cold;
+	return rdmach_now_ns() > deadline;
+}
+
+int shm_calib_measure(uint64_t max, uint64_t budget_ns, struct shm_calib *out)
+{
+	uint64_t ws, cold, deadline = rdmach_now_ns() + budget_ns;
+	struct shm_calib m;
 	uint8_t *src, *dst;
 	double ref;
+	int err = -ETIME;
 
 	if (max < 2 * CALIB_FIRST)
 		max = 2 * CALIB_FIRST;
@@ -75,14 +85,16 @@ int shm_calib_measure(uint64_t max, struct shm_calib *out)
 		return -ENOMEM;
 	dst = src + max;
 	memset(src, 0x5a, CALIB_FIRST);
-	ref = calib_rate(dst, src, CALIB_FIRST, 0);
-	out->cache_limit = CALIB_FIRST;
+	ref = calib_rate(dst, src, CALIB_FIRST, 0, deadline);
+	m.cache_limit = CALIB_FIRST;
 	cold = max;
 	for (ws = 2 * CALIB_FIRST; ws <= max; ws *= 2) {
 		double r;
 
+		if (calib_late(deadline))
+			goto out_unmap;
 		memset(src + ws / 2, 0x5a, ws / 2);
-		r = calib_rate(dst, src, ws, 0);
+		r = calib_rate(dst, src, ws, 0, deadline);
 		rdmach_debug("shm: memcpy of a %llu KiB working set: %.1f GB/s "
 			     "(in cache: %.1f)", (unsigned long long)(ws >> 10),
 			     r, ref);
@@ -90,14 +102,21 @@ int shm_calib_measure(uint64_t max, struct shm_calib *out)
 			cold = ws;
 			break;
 		}
-		out->cache_limit = ws;
+		m.cache_limit = ws;
 		if (r > ref)	/* the in-cache rate: the best seen */
 			ref = r;
 	}
-	out->copy_hot = ref;
-	out->copy_cold = calib_rate(dst, src, cold, 0);
-	out->cma_hot = calib_rate(dst, src, CALIB_FIRST, 1);
-	out->cma_cold = calib_rate(dst, src, cold, 1);
+	m.copy_hot = ref;
+	if (calib_late(deadline))
+		goto out_unmap;
+	m.copy_cold = calib_rate(dst, src, cold, 0, deadline);
+	m.cma_hot = calib_rate(dst, src, CALIB_FIRST, 1, deadline);
+	if (calib_late(deadline))
+		goto out_unmap;
+	m.cma_cold = calib_rate(dst, src, cold, 1, deadline);
+	*out = m;
+	err = 0;
+out_unmap:
 	munmap(src, 2 * max);
-	return 0;
+	return err;
 }

@@ -21,7 +21,9 @@ struct shm_calib {
 	double copy_hot, copy_cold, cma_hot, cma_cold;
 };
 
-/* Measure (about 2 x max bytes of memory, ~10-40 ms).  0, or -ENOMEM. */
-int shm_calib_measure(uint64_t max, struct shm_calib *out);
+/* Measure (about 2 x max bytes of memory, ~10-40 ms on a host CPU).  0;
+ * -ETIME when the measurement outran budget_ns (an emulated CPU copies
+ * 32 MiB in seconds): *out is then untouched; -ENOMEM. */
+int shm_calib_measure(uint64_t max, uint64_t budget_ns, struct shm_calib *out);
 
 #endif /* RDMACH_SHM_CALIB_H */

@@ -22,6 +22,7 @@
 
 #include "core/log.h"
 #include "lib/tst.h"
+#include "rdma_shm/shm_calib.h"
 
 #define BIG (1u << 20)		/* above the default CMA threshold */
 
@@ -822,6 +823,32 @@ static int shm_named_fallback(struct tst *t)
 	return tst_barrier(t);
 }
 
+/* The start-up measurement keeps to its time budget: with none left it
+ * gives up (-ETIME) and leaves the result alone, so the caller falls back
+ * to the built-in choice; with a generous one it gives a usable result. */
+static int shm_calib_budget(struct tst *t)
+{
+	struct shm_calib m, before;
+	uint64_t t0;
+
+	memset(&m, 0xa5, sizeof(m));
+	before = m;
+	t0 = rdmach_now_ns();
+	TST_CHECK_EQ(t, shm_calib_measure(32u << 20, 0, &m), -ETIME);
+	TST_CHECK0(t, memcmp(&m, &before, sizeof(m)));
+	/* one untimed and one timed pass of 512 KiB at most */
+	TST_CHECK(t, rdmach_now_ns() - t0 < 2000000000u,
+		  "a zero budget took %.3f s", (rdmach_now_ns() - t0) / 1e9);
+	TST_CHECK0(t, shm_calib_measure(32u << 20, 60000000000u, &m));
+	TST_CHECK(t, m.cache_limit >= (512u << 10) &&
+		  m.cache_limit <= (32u << 20) && m.copy_hot > 0 &&
+		  m.copy_cold > 0 && m.cma_hot > 0 && m.cma_cold > 0,
+		  "cache limit %llu, rates %.2f %.2f %.2f %.2f",
+		  (unsigned long long)m.cache_limit, m.copy_hot, m.copy_cold,
+		  m.cma_hot, m.cma_cold);
+	return 0;
+}
+
 static const struct tst_case shm_cases[] = {
 	{ "shm_rndv_partial", 2, shm_rndv_partial,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
@@ -854,6 +881,7 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
 	{ "shm_named_fallback", 2, shm_named_fallback,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_calib_budget", 1, shm_calib_budget, TST_UNIT, NULL, { 0 } },
 };
 
 int main(int argc, char **argv)
