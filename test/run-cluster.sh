@@ -32,9 +32,7 @@
 #      CLUSTER_MPI_PRELOAD=1  MPI programs run with this tree's
 #                   librdmach.so preloaded (PREFIX built against another)
 #      RDMACH_TEST_SCALE (default 0.1)  RDMACH_IB_TIMEOUT (default here
-#      18: see test/vm/README.md)  RDMACH_SHM_CACHE_LIMIT, RDMACH_SHM_CMA_USE
-#      (default here 4M, cold: no start-up measurement)
-#      RDMACH_VM_*: see test/vm/vm-cluster.sh
+#      18: see test/vm/README.md)  RDMACH_VM_*: see test/vm/vm-cluster.sh
 # Ranks start with `mpiexec -f <hostfile>` and HYDRA_LAUNCHER_EXEC set to
 # test/vm/hydra-ssh (ssh that ends the job when a host is lost).
 set -uo pipefail
@@ -42,7 +40,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 MODE=smoke
 case ${1:-} in smoke|full) MODE=$1; shift ;; --inner) ;; -h|--help)
-	sed -n '2,38s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+	sed -n '2,36s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 BUILD=${1:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 PREFIX=${PREFIX:-$ROOT/build/mpich-install}
@@ -59,11 +57,6 @@ if [ "${1:-}" = --inner ]; then
 	# 67 ms ack timeout a busy host retransmits spuriously, and rxe's
 	# retransmission has bugs of its own (test/vm/README.md); 1.07 s
 	export RDMACH_IB_TIMEOUT=${RDMACH_IB_TIMEOUT:-18}
-	# shm's start-up measurement (copy area vs CMA) takes ~20 s per
-	# rdmach_init on an emulated CPU and measures nothing there (0.0
-	# GB/s): a fixed choice instead, as under valgrind
-	export RDMACH_SHM_CACHE_LIMIT=${RDMACH_SHM_CACHE_LIMIT:-4M}
-	export RDMACH_SHM_CMA_USE=${RDMACH_SHM_CMA_USE:-cold}
 	T=$BUILD/test X=$BUILD/test/vm/xhost_stream
 	L=$BUILD/cluster-logs/$PART
 	rm -rf "$L" && mkdir -p "$L"
@@ -422,7 +415,7 @@ other_builds() {
 mpi_build || echo "run-cluster: compiling the MPI programs failed (PREFIX=$PREFIX)"
 [ "$MODE" = full ] && other_builds
 
-export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} RDMACH_TEST_SCALE RDMACH_VERBOSE RDMACH_IB_TIMEOUT RDMACH_SHM_CACHE_LIMIT RDMACH_SHM_CMA_USE PREFIX MPICH_WORK CLUSTER_TESTS CLUSTER_MPI_PRELOAD"
+export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} RDMACH_TEST_SCALE RDMACH_VERBOSE RDMACH_IB_TIMEOUT PREFIX MPICH_WORK CLUSTER_TESTS CLUSTER_MPI_PRELOAD"
 export PREFIX MPICH_WORK
 total_p=0 total_f=0 summary=()
 boot() {	# LABEL PART vm-cluster options...
