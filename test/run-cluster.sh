@@ -350,7 +350,9 @@ if [ "${1:-}" = --inner ]; then
 			mpx 240 "$d/mpiexec.log" -f "$HF2" -n 4 "$MPIBIN/mpi_exchange" 67108864
 			rc=$?
 			wait
-			if [ "$rc" != 0 ] && [ "$rc" != 124 ] &&
+			if [ "$(echo "$SECS < 15" | bc)" = 1 ]; then
+				bad mpi-vm2-killed "the job ended (status $rc) after ${SECS%.*} s, before vm2 was killed: $(grep -h 'rdmach.*failed' "$d/mpiexec.log" | head -n 2 | tr '\n' ' ' | cut -c1-300)"
+			elif [ "$rc" != 0 ] && [ "$rc" != 124 ] &&
 			   [ "$(echo "$SECS < 15 + 60" | bc)" = 1 ] &&
 			   grep -q 'rdmach.*failed' "$d/mpiexec.log"; then
 				ok "MPI job losing vm2: mpiexec status $rc after ${SECS%.*} s (vm2 killed at 15 s)"
