@@ -157,6 +157,7 @@ struct shm_pipe {
 	uint64_t next;			/* chunks written (tx) / taken (rx) */
 	uint64_t left;			/* tx: bytes of the message to copy in */
 	uint64_t chunk;			/* tx: size of its next chunk */
+	int first;			/* tx: its first chunk is next */
 	uint64_t off;			/* rx: bytes of the current chunk taken */
 };
 
@@ -1009,8 +1010,45 @@ static int shm_tx_pipe_start(struct shm_conn *sc, uint64_t total)
 	sc->conn->stats.packets_sent++;
 	sc->conn->stats.pipelined_msgs++;
 	pp->left = total;
+	pp->first = 1;
 	pp->chunk = sc->tl->pipe_first < pp->slot ? sc->tl->pipe_first : pp->slot;
 	return 0;
+}
+
+/* Copying into a slot (page-aligned) runs at a quarter of its speed on
+ * this EPYC when the slot is 32-512 bytes ahead of the source modulo 4 KiB
+ * (loads wait on aliased stores still in flight): MPI's 1 MiB messages, a
+ * 40-byte header in front of a page-aligned buffer, moved 7 GB/s instead
+ * of 27-29.  So a message's first chunk ends where a short leading piece
+ * (a header) ends, and a chunk is trimmed so that the next one's source
+ * is clear of that window.  n: the chunk's planned length. */
+#define SHM_ALIAS_LO 16u
+#define SHM_ALIAS_HI 512u
+#define SHM_LEADING_MAX 4096u
+
+static uint64_t shm_pipe_cut(const struct shm_pipe *pp,
+			     const struct rdmach_iovc *c, uint64_t n)
+{
+	size_t off = c->off;
+	uint64_t rem, dist;
+	int i = c->idx;
+
+	while (i < c->cnt && off >= c->iov[i].iov_len) {
+		i++;
+		off = 0;
+	}
+	if (i >= c->cnt)
+		return n;
+	rem = c->iov[i].iov_len - off;
+	if (pp->first && rem < n && rem < SHM_LEADING_MAX && i + 1 < c->cnt)
+		return rem;
+	if (rem <= n)
+		return n;
+	dist = (0 - ((uintptr_t)c->iov[i].iov_base + off + n)) & 4095u;
+	if (dist > SHM_ALIAS_LO && dist < SHM_ALIAS_HI &&
+	    n > 2 * SHM_ALIAS_HI)
+		n -= SHM_ALIAS_HI - dist;
+	return n;
 }
 
 /* Copy the next bytes of the current copy-area message (starting one if
@@ -1033,6 +1071,8 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
 
 		if (shm_pipe_wait(sc->tl, f, 0, done))
 			break;
+		n = shm_pipe_cut(pp, &c, n);
+		pp->first = 0;
 		shm_gather(&c, shm_pipe_slot(pp), n);
 		atomic_store_explicit(&f->len, n, memory_order_release);
 		pp->next++;

@@ -401,6 +401,85 @@ static int shm_pipe_edges(struct tst *t)
 	return tst_barrier(t);
 }
 
+/* Put all of iov[0..n) (modified as it goes), retrying partial puts. */
+static int put_iov_all(struct tst *t, rdmach_conn_t *c, struct iovec *iov,
+		       int n)
+{
+	uint64_t t0 = rdmach_now_ns();
+	int i = 0;
+
+	while (i < n) {
+		ssize_t got = rdmach_put(c, iov + i, n - i);
+
+		if (got < 0)
+			return tst_fail(t, "put: %s", rdmach_strerror((int)got));
+		while (got > 0 && i < n) {
+			size_t step = (size_t)got < iov[i].iov_len ?
+				      (size_t)got : iov[i].iov_len;
+
+			iov[i].iov_base = (uint8_t *)iov[i].iov_base + step;
+			iov[i].iov_len -= step;
+			got -= (ssize_t)step;
+			if (!iov[i].iov_len)
+				i++;
+		}
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "put stalled");
+	}
+	return 0;
+}
+
+/* A 40-byte header in front of a payload at page offsets where copying
+ * into the page-aligned slots meets 4K aliasing (shm_pipe_cut): the first
+ * chunk ends with the header and chunks are trimmed; the stream stays
+ * byte-exact and goes through the copy area. */
+static int shm_pipe_alias(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_CMA", "0", NULL };
+	static const size_t offs[] = { 0, 40, 4056, 4064, 4088, 8, 2048 };
+	const size_t nmsg = sizeof(offs) / sizeof(offs[0]), hdr = 40;
+	const size_t len = (256u << 10) + 1000, total = nmsg * (hdr + len);
+	rdmach_stats_t st;
+	rdmach_conn_t *c;
+	uint64_t seed;
+	int ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 0) {
+		uint8_t *exp = malloc(total), *pay = aligned_alloc(4096, len + 8192);
+		size_t k;
+
+		if (!exp || !pay) {
+			free(exp);
+			free(pay);
+			return tst_fail(t, "out of memory");
+		}
+		tst_pat_fill(exp, total, seed, 0);
+		ret = 0;
+		for (k = 0; k < nmsg && !ret; k++) {
+			const uint8_t *m = exp + k * (hdr + len);
+			struct iovec iov[2] = { { (void *)m, hdr },
+						{ pay + offs[k], len } };
+			memcpy(pay + offs[k], m + hdr, len);
+			ret = put_iov_all(t, c, iov, 2);
+		}
+		free(exp);
+		free(pay);
+		if (ret)
+			return ret;
+		TST_CHECK(t, !rdmach_conn_stats(c, &st) &&
+			  st.pipelined_msgs >= nmsg && st.zcopy_msgs == 0,
+			  "%llu copy-area messages of %zu",
+			  (unsigned long long)st.pipelined_msgs, nmsg);
+	} else {
+		ret = get_pieces(t, c, seed, total, 65536);
+	}
+	return ret ? ret : tst_barrier(t);
+}
+
 /* Both directions at once through the copy areas, sizes random around
  * the slot size: each side's puts wait for slots the other frees while
  * it copies the other's chunks out. */
@@ -869,6 +948,8 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_pipe_edges", 2, shm_pipe_edges, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "shm_pipe_bidir", 2, shm_pipe_bidir, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "shm_pipe_alias", 2, shm_pipe_alias, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "shm_pipe_choice", 2, shm_pipe_choice, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
