@@ -449,9 +449,11 @@ static int shm_pipe_alias(struct tst *t)
 		return ret;
 	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 0) {
-		uint8_t *exp = malloc(total), *pay = aligned_alloc(4096, len + 8192);
+		uint8_t *exp = malloc(total), *pay = NULL;
 		size_t k;
 
+		if (posix_memalign((void **)&pay, 4096, len + 8192))
+			pay = NULL;
 		if (!exp || !pay) {
 			free(exp);
 			free(pay);
