@@ -1016,7 +1016,7 @@ static int shm_tx_pipe_start(struct shm_conn *sc, uint64_t total)
 }
 
 /* Copying into a slot (page-aligned) runs at a quarter of its speed on
- * this EPYC when the slot is 32-512 bytes ahead of the source modulo 4 KiB
+ * this EPYC when the slot is 16-512 bytes ahead of the source modulo 4 KiB
  * (loads wait on aliased stores still in flight): MPI's 1 MiB messages, a
  * 40-byte header in front of a page-aligned buffer, moved 7 GB/s instead
  * of 27-29.  So a message's first chunk ends where a short leading piece
