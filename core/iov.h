@@ -23,6 +23,26 @@ static inline void rdmach_iovc_init(struct rdmach_iovc *c,
 	c->off = 0;
 }
 
+/* The bytes left in the cursor's current piece (empty pieces skipped):
+ * their start in *base and their count, 0 at the end; *more is set when a
+ * later piece follows.  The cursor does not move. */
+static inline size_t rdmach_iovc_piece(const struct rdmach_iovc *c,
+				       const void **base, int *more)
+{
+	size_t off = c->off;
+	int i = c->idx;
+
+	while (i < c->cnt && off >= c->iov[i].iov_len) {
+		i++;
+		off = 0;
+	}
+	if (i >= c->cnt)
+		return 0;
+	*base = (const char *)c->iov[i].iov_base + off;
+	*more = i + 1 < c->cnt;
+	return c->iov[i].iov_len - off;
+}
+
 /* Copy up to len bytes from the iovec into dst; returns bytes copied. */
 size_t rdmach_iovc_gather(struct rdmach_iovc *c, void *dst, size_t len);
 /* Copy up to len bytes from src into the iovec; returns bytes copied. */

@@ -1029,22 +1029,15 @@ static int shm_tx_pipe_start(struct shm_conn *sc, uint64_t total)
 static uint64_t shm_pipe_cut(const struct shm_pipe *pp,
 			     const struct rdmach_iovc *c, uint64_t n)
 {
-	size_t off = c->off;
-	uint64_t rem, dist;
-	int i = c->idx;
+	const void *base = NULL;
+	int more = 0;
+	uint64_t rem = rdmach_iovc_piece(c, &base, &more), dist;
 
-	while (i < c->cnt && off >= c->iov[i].iov_len) {
-		i++;
-		off = 0;
-	}
-	if (i >= c->cnt)
-		return n;
-	rem = c->iov[i].iov_len - off;
-	if (pp->first && rem < n && rem < SHM_LEADING_MAX && i + 1 < c->cnt)
+	if (pp->first && rem < n && rem < SHM_LEADING_MAX && more)
 		return rem;
 	if (rem <= n)
 		return n;
-	dist = (0 - ((uintptr_t)c->iov[i].iov_base + off + n)) & 4095u;
+	dist = (0 - ((uintptr_t)base + n)) & 4095u;
 	if (dist > SHM_ALIAS_LO && dist < SHM_ALIAS_HI &&
 	    n > 2 * SHM_ALIAS_HI)
 		n -= SHM_ALIAS_HI - dist;

@@ -30,6 +30,12 @@ static int calib_move(uint8_t *dst, const uint8_t *src, uint64_t len, int cma)
 	       0 : -1;
 }
 
+/* Past the deadline: the result would not be complete. */
+static int calib_late(uint64_t deadline)
+{
+	return rdmach_now_ns() > deadline;
+}
+
 /* Bytes per ns of moving ws bytes src -> dst in pieces, again and again:
  * the best of CALIB_TRIALS timed trials (a trial that was preempted only
  * looks slower; one trial only once past the deadline), after one untimed
@@ -47,7 +53,7 @@ static double calib_rate(uint8_t *dst, const uint8_t *src, uint64_t ws,
 	for (trial = 0; trial < CALIB_TRIALS; trial++) {
 		double r;
 
-		if (trial && rdmach_now_ns() > deadline)
+		if (trial && calib_late(deadline))
 			break;
 		n = 0;
 		t0 = rdmach_now_ns();
@@ -61,12 +67,6 @@ static double calib_rate(uint8_t *dst, const uint8_t *src, uint64_t ws,
 	/* keep the copies: dst is read back through a volatile */
 	(void)*(volatile uint8_t *)dst;
 	return best;
-}
-
-/* Past the deadline: the result would not be complete. */
-static int calib_late(uint64_t deadline)
-{
-	return rdmach_now_ns() > deadline;
 }
 
 int shm_calib_measure(uint64_t max, uint64_t budget_ns, struct shm_calib *out)
