@@ -24,7 +24,7 @@
 enum { TUNE_COPY_SMALL, TUNE_COPY_MID, TUNE_COPY_LARGE, TUNE_COPY_NUM };
 extern const uint64_t tune_copy_sizes[TUNE_COPY_NUM];
 
-#define TUNE_VERSION 1
+#define TUNE_VERSION 2	/* 2: bcopy_large at 4 MiB */
 
 struct tune_machine {
 	double bcopy[TUNE_COPY_NUM];	/* memcpy bandwidth at each size */
@@ -98,12 +98,12 @@ double tune_t_zcopy(const struct tune_machine *m, uint64_t len, int nregs);
  * transparent huge pages where the kernel has them (page faults of fresh
  * memory would cost more than the measurement), every page touched.
  * NULL if out of memory. */
-#define TUNE_REGION_BYTES (2 * (8u << 20))
+#define TUNE_REGION_BYTES (2 * (4u << 20))
 void *tune_region_alloc(void);
 void tune_region_free(void *region);
 
 /* Measure bcopy[] in region (tune_region_alloc) within about budget_s:
- * copies of 64K, 1M and 8M working sets made the superpipeline's way, in
+ * copies of 64K, 1M and 4M working sets made the superpipeline's way, in
  * pieces of a 4 KiB block's payload. */
 void tune_measure_copy(struct tune_machine *m, void *region, double budget_s);
 
