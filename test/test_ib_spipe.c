@@ -291,27 +291,15 @@ static int sp_rendezvous(struct tst *t)
 	{
 		uint8_t *rest = malloc(len - (size_t)r);
 		struct iovec v = { rest, len - (size_t)r };
-		uint64_t deadline = rdmach_now_ns() + tst_stall_ns();
 		size_t off = (size_t)r;
 
 		if (!rest)
 			return tst_fail(t, "out of memory");
 		tst_pat_fill(rest, len - off, seed, off);
-		while (v.iov_len) {
-			ssize_t k = rdmach_put(c, &v, 1);
-
-			if (k < 0 || rdmach_now_ns() > deadline) {
-				free(rest);
-				return tst_fail(t, "put of the rest: %zd", k);
-			}
-			v.iov_base = (uint8_t *)v.iov_base + k;
-			v.iov_len -= (size_t)k;
-			if (!k)
-				rdmach_progress(t->ctx);
-		}
+		ret = tst_xfer_iov(t, c, 1, &v, 1);
 		free(rest);
 	}
-	return 0;
+	return ret;
 }
 
 /* Finalize right after a put whose chunks wait for the landing address
@@ -514,21 +502,10 @@ static int sp_auto(struct tst *t)
 		}
 		for (k = 0; k < times; k++) {
 			struct iovec iov = { b, len };
-			uint64_t deadline = rdmach_now_ns() + tst_stall_ns();
 
 			tst_pat_fill(b, len, seed, off);
-			while (iov.iov_len) {
-				ssize_t r = rdmach_put(tst_conn(t, 1), &iov, 1);
-
-				if (r < 0 || rdmach_now_ns() > deadline)
-					return tst_fail(t, "put: %zd", r);
-				if (!r) {
-					rdmach_progress(t->ctx);
-					continue;
-				}
-				iov.iov_base = (uint8_t *)iov.iov_base + r;
-				iov.iov_len -= (size_t)r;
-			}
+			if (tst_xfer_iov(t, tst_conn(t, 1), 1, &iov, 1))
+				return -1;
 			off += len;
 		}
 		if (sc->shape == 1)

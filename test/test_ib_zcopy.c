@@ -40,14 +40,6 @@ struct zt_case {
 	int mode;			/* case-specific */
 };
 
-static uint64_t zt_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int zt_connect(struct tst *t, const struct zt_case *zc)
 {
 	if (!tst_have_ib_device())
@@ -76,46 +68,11 @@ static int zt_xfer(struct tst *t, rdmach_conn_t *c, int is_put,
 		   const struct iovec *iov0, int n)
 {
 	struct iovec iov[64];
-	size_t left = 0;
-	uint64_t last = zt_now();
-	int i, first = 0;
 
 	if (n > 64)
 		return tst_fail(t, "zt_xfer: too many pieces");
-	for (i = 0; i < n; i++) {
-		iov[i] = iov0[i];
-		left += iov[i].iov_len;
-	}
-	while (left) {
-		ssize_t r = is_put ? rdmach_put(c, iov + first, n - first) :
-				     rdmach_get(c, iov + first, n - first);
-
-		if (r < 0)
-			return tst_fail(t, "%s: %s (%s)", is_put ? "put" : "get",
-					rdmach_strerror((int)r),
-					rdmach_conn_error(c));
-		if (!r) {
-			rdmach_progress(t->ctx);
-			if (zt_now() - last > tst_stall_ns())
-				return tst_fail(t, "%s stalled with %zu bytes "
-						"left", is_put ? "put" : "get",
-						left);
-			continue;
-		}
-		last = zt_now();
-		left -= (size_t)r;
-		while (r > 0) {
-			size_t k = (size_t)r < iov[first].iov_len ?
-				   (size_t)r : iov[first].iov_len;
-
-			iov[first].iov_base = (char *)iov[first].iov_base + k;
-			iov[first].iov_len -= k;
-			r -= (ssize_t)k;
-			if (!iov[first].iov_len && first < n - 1)
-				first++;
-		}
-	}
-	return 0;
+	memcpy(iov, iov0, (size_t)n * sizeof(*iov));
+	return tst_xfer_iov(t, c, is_put, iov, n);
 }
 
 static int zt_send(struct tst *t, void *buf, size_t len)

@@ -401,34 +401,6 @@ static int shm_pipe_edges(struct tst *t)
 	return tst_barrier(t);
 }
 
-/* Put all of iov[0..n) (modified as it goes), retrying partial puts. */
-static int put_iov_all(struct tst *t, rdmach_conn_t *c, struct iovec *iov,
-		       int n)
-{
-	uint64_t t0 = rdmach_now_ns();
-	int i = 0;
-
-	while (i < n) {
-		ssize_t got = rdmach_put(c, iov + i, n - i);
-
-		if (got < 0)
-			return tst_fail(t, "put: %s", rdmach_strerror((int)got));
-		while (got > 0 && i < n) {
-			size_t step = (size_t)got < iov[i].iov_len ?
-				      (size_t)got : iov[i].iov_len;
-
-			iov[i].iov_base = (uint8_t *)iov[i].iov_base + step;
-			iov[i].iov_len -= step;
-			got -= (ssize_t)step;
-			if (!iov[i].iov_len)
-				i++;
-		}
-		if (rdmach_now_ns() - t0 > tst_stall_ns())
-			return tst_fail(t, "put stalled");
-	}
-	return 0;
-}
-
 /* A 40-byte header in front of a payload at page offsets where copying
  * into the page-aligned slots meets 4K aliasing (shm_pipe_cut): the first
  * chunk ends with the header and chunks are trimmed; the stream stays
@@ -466,7 +438,7 @@ static int shm_pipe_alias(struct tst *t)
 			struct iovec iov[2] = { { (void *)m, hdr },
 						{ pay + offs[k], len } };
 			memcpy(pay + offs[k], m + hdr, len);
-			ret = put_iov_all(t, c, iov, 2);
+			ret = tst_xfer_iov(t, c, 1, iov, 2);
 		}
 		free(exp);
 		free(pay);

@@ -261,4 +261,12 @@ int tst_put_all(struct tst *t, rdmach_conn_t *conn, int peer, uint64_t seed,
 int tst_get_all(struct tst *t, rdmach_conn_t *conn, int peer, uint64_t seed,
 		uint64_t len);
 
+/* Move all of iov[0..iovcnt) (consumed as it goes: pieces done are dropped,
+ * the first one left is trimmed), retrying partial and empty calls with
+ * progress; fails on an error or when nothing moves for tst_stall_ns(). */
+int tst_xfer_iov(struct tst *t, rdmach_conn_t *conn, int is_put,
+		 struct iovec *iov, int iovcnt);
+/* Drop the first r bytes of iov[0..*iovcnt). */
+void tst_iov_advance(struct iovec *iov, int *iovcnt, size_t r);
+
 #endif /* RDMACH_TST_H */

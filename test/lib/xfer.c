@@ -128,20 +128,20 @@ static size_t xfer_build(struct tst_stream *s, size_t len)
 	return pos + (sh->gaps ? XFER_GAP_MAX : 0);
 }
 
-static void xfer_advance(struct tst_stream *s, size_t r)
+void tst_iov_advance(struct iovec *iov, int *iovcnt, size_t r)
 {
 	int i = 0;
 
-	while (i < s->iovcnt && r >= s->iov[i].iov_len) {
-		r -= s->iov[i].iov_len;
+	while (i < *iovcnt && r >= iov[i].iov_len) {
+		r -= iov[i].iov_len;
 		i++;
 	}
-	if (i < s->iovcnt) {
-		s->iov[i].iov_base = (uint8_t *)s->iov[i].iov_base + r;
-		s->iov[i].iov_len -= r;
+	if (i < *iovcnt) {
+		iov[i].iov_base = (uint8_t *)iov[i].iov_base + r;
+		iov[i].iov_len -= r;
 	}
-	memmove(s->iov, s->iov + i, (size_t)(s->iovcnt - i) * sizeof(*s->iov));
-	s->iovcnt -= i;
+	memmove(iov, iov + i, (size_t)(*iovcnt - i) * sizeof(*iov));
+	*iovcnt -= i;
 }
 
 static int xfer_error(struct tst *t, struct tst_stream *s, ssize_t r)
@@ -233,7 +233,7 @@ static ssize_t xfer_put(struct tst *t, struct tst_stream *s)
 			left -= n;
 		}
 	}
-	xfer_advance(s, (size_t)r);
+	tst_iov_advance(s->iov, &s->iovcnt, (size_t)r);
 	s->pend_len -= (size_t)r;
 	s->done += (uint64_t)r;
 	return r;
@@ -430,4 +430,36 @@ int tst_get_all(struct tst *t, rdmach_conn_t *conn, int peer, uint64_t seed,
 		uint64_t len)
 {
 	return xfer_one(t, conn, peer, 0, seed, len);
+}
+
+int tst_xfer_iov(struct tst *t, rdmach_conn_t *conn, int is_put,
+		 struct iovec *iov, int iovcnt)
+{
+	const char *what = is_put ? "put" : "get";
+	uint64_t last = rdmach_now_ns();
+
+	while (iovcnt) {
+		ssize_t r = is_put ? rdmach_put(conn, iov, iovcnt) :
+				     rdmach_get(conn, iov, iovcnt);
+
+		if (r < 0)
+			return tst_fail(t, "%s: %s [%s]", what, tst_errname(r),
+					rdmach_conn_error(conn));
+		if (r > 0) {
+			tst_iov_advance(iov, &iovcnt, (size_t)r);
+			last = rdmach_now_ns();
+			continue;
+		}
+		if (rdmach_now_ns() - last > tst_stall_ns()) {
+			size_t left = 0;
+			int i;
+
+			for (i = 0; i < iovcnt; i++)
+				left += iov[i].iov_len;
+			return tst_fail(t, "%s stalled with %zu bytes left",
+					what, left);
+		}
+		rdmach_progress(t->ctx);
+	}
+	return 0;
 }
