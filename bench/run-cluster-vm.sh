@@ -50,6 +50,7 @@ if [ "${1:-}" = --in-vm ]; then
 			[ -n "$row" ] && ! grep -qiE 'inf|nan' <<<"$row" && break
 			row=
 		done
+		[ -n "$row" ] || return 0	# no figure: the table says so
 		case $tool in
 		*_lat) awk '{ printf "%s\n", $5 }' <<<"$row" ;;
 		*_bw) awk '{ printf "%.2f\n", $4 * 1.048576 }' <<<"$row" ;;
@@ -59,7 +60,8 @@ if [ "${1:-}" = --in-vm ]; then
 	ours() {
 		local f=$1 m=$2; shift 2
 		timeout 300 $m -hosts vm1,$peer -n 2 "$@" >"$out/last.log" 2>&1 </dev/null
-		awk '!/^#/ && NF >= 2 && $1 + 0 > 0 {v = $2} END {if (v != "") print v}' \
+		awk '!/^#/ && NF >= 2 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9.]+$/ {v = $2}
+		     END {if (v != "") print v}' \
 			"$out/last.log" >>"$out/$f"
 		cat "$out/last.log" >>"$out/$f.log"
 	}
