@@ -23,6 +23,9 @@
 #       --stats           RDMACH_STATS=1: rdmach's counters summed per run
 #       --vm              run in the Soft-RoCE VM over verbs (first MPI only,
 #                         RDMACH_TRANSPORT=ib; binaries built on the host)
+#       --cluster N       run across N Soft-RoCE VMs (2..4, first MPI only:
+#                         test/vm/vm-cluster.sh; ranks round-robin over the
+#                         VMs, shm between ranks of one VM, ib across)
 #       --build-only      build, do not run;   --no-build: run what is built
 #       --wrap CMD        put CMD between mpiexec and each benchmark (tests)
 #   -h, --help
@@ -53,7 +56,7 @@ rounds=${ROUNDS:-1}
 limit=${TIME_LIMIT:-}
 out=${OUT:-}
 stats=${RDMACH_STATS:-0}
-vm=0 in_vm=0 do_build=1 do_run=1
+vm=0 in_vm=0 cluster= do_build=1 do_run=1
 wrap=${NAS_WRAP:-}
 installs=${MPICH_INSTALLS:-$repo/build}
 nas_build=${NAS_BUILD:-$repo/build/nas}
@@ -71,6 +74,7 @@ while [ $# -gt 0 ]; do
 	-o|--out) out=${2:?}; shift ;;
 	--stats) stats=1 ;;
 	--vm) vm=1 ;;
+	--cluster) cluster=${2:?}; shift ;;
 	--in-vm) in_vm=1; do_build=0 ;;		# internal: the half that --vm runs in the VM
 	--build-only) do_run=0 ;;
 	--no-build) do_build=0 ;;
@@ -99,6 +103,8 @@ done
 [ -z "$limit" ] || [[ $limit =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "time limit '$limit' is not a number of seconds"
 [ -n "$classes" ] && [ -n "$benches" ] && [ -n "$nps" ] || die "empty class, benchmark or process count list"
 [ "$stats" = 1 ] || stats=0
+[ -z "$cluster" ] || [[ $cluster =~ ^[2-4]$ ]] || die "--cluster $cluster: 2 to 4 VMs"
+[ -z "$cluster" ] || [ "$vm" = 0 ] || die "--vm and --cluster: one or the other"
 
 limit_for() {	# class -> seconds
 	if [ -n "$limit" ]; then echo "$limit"; return; fi
@@ -305,25 +311,45 @@ if [ "$do_run" = 0 ]; then
 	exit 1
 fi
 
-# ---- --vm: the same runner in the Soft-RoCE VM ---------------------------
-if [ "$vm" = 1 ]; then
-	[ -x "$repo/test/vm/vm-run.sh" ] || die "no test/vm/vm-run.sh in $repo"
+# ---- --vm / --cluster: the same runner in Soft-RoCE VMs ------------------
+if [ "$vm" = 1 ] || [ -n "$cluster" ]; then
 	[ ${#build_failed[@]} -eq 0 ] || exit 1
-	out=$(abspath "${out:-$repo/results/nas-vm-$(date +%Y%m%d-%H%M%S)}")
+	if [ "$vm" = 1 ]; then
+		vmtag=vm suffix=/ib env_vm="RDMACH_TRANSPORT=ib "
+		vmcmd=("$repo/test/vm/vm-run.sh")
+	else
+		vmtag=cluster$cluster suffix=/${cluster}vms env_vm=
+		vmcmd=("$repo/test/vm/vm-cluster.sh" -n "$cluster")
+	fi
+	[ -x "${vmcmd[0]}" ] || die "no ${vmcmd[0]}"
+	out=$(abspath "${out:-$repo/results/nas-$vmtag-$(date +%Y%m%d-%H%M%S)}")
 	mkdir -p "$out" || die "cannot create $out"
 	args=(--in-vm -c "$classes" -n "$nps" -b "$benches" -r "$rounds" -o "$out"
-	      -m "${ref}/ib=${mpi_prefix[$ref]}${mpi_env[$ref]:+,${mpi_env[$ref]// /,}}")
+	      -m "${ref}${suffix}=${mpi_prefix[$ref]}${mpi_env[$ref]:+,${mpi_env[$ref]// /,}}")
 	[ -n "$limit" ] && args+=(-t "$limit")
 	[ "$stats" = 1 ] && args+=(--stats)
 	[ -n "$wrap" ] && args+=(--wrap "$wrap")
-	note "running in the Soft-RoCE VM (RDMACH_TRANSPORT=ib), results in $out"
-	# the VM mounts the host's / read-only and $out read-write
-	RDMACH_VM_TIMEOUT=${RDMACH_VM_TIMEOUT:-3600} \
-		"$repo/test/vm/vm-run.sh" "$out" \
-		"RDMACH_TRANSPORT=ib NAS_BUILD=$(printf %q "$nas_build") $(printf %q "$here/run-nas.sh")$(printf ' %q' "${args[@]}")"
+	if [ "$vm" = 1 ]; then
+		note "running in the Soft-RoCE VM (RDMACH_TRANSPORT=ib), results in $out"
+		dir=$out	# the VM mounts the host's / read-only, this read-write
+	else
+		note "running across $cluster Soft-RoCE VMs, results in $out"
+		dir=$repo	# shared read-write by every VM of the cluster
+		case $out/ in "$repo"/*) ;; *) die "--cluster: the result folder must be inside $repo" ;; esac
+	fi
+	RDMACH_VM_TIMEOUT=${RDMACH_VM_TIMEOUT:-3600} "${vmcmd[@]}" "$dir" \
+		"${env_vm}NAS_BUILD=$(printf %q "$nas_build") $(printf %q "$here/run-nas.sh")$(printf ' %q' "${args[@]}")"
 	exit $?
 fi
-[ "$in_vm" = 1 ] && export RDMACH_TRANSPORT=${RDMACH_TRANSPORT:-ib}
+# in a cluster VM: Hydra places the ranks over the VMs, and a lost VM ends
+# the job (test/vm/hydra-ssh); in the single VM, every byte over verbs
+hostargs=()
+if [ "$in_vm" = 1 ] && [ -n "${CLUSTER_HOSTFILE:-}" ]; then
+	hostargs=(-f "$CLUSTER_HOSTFILE")
+	export HYDRA_LAUNCHER_EXEC=${HYDRA_LAUNCHER_EXEC:-$repo/test/vm/hydra-ssh}
+elif [ "$in_vm" = 1 ]; then
+	export RDMACH_TRANSPORT=${RDMACH_TRANSPORT:-ib}
+fi
 
 # ---- runs ------------------------------------------------------------------
 out=$(abspath "${out:-$repo/results/nas-$(date +%Y%m%d-%H%M%S)}")
@@ -391,13 +417,13 @@ run_one() {	# round bench class np mpi
 		return
 	fi
 	{
-		echo "# run-nas: $what: $p/bin/mpiexec -n $n ${wrap:+$wrap }$bin $(run_args "$b")"
+		echo "# run-nas: $what: $p/bin/mpiexec ${hostargs[*]:+${hostargs[*]} }-n $n ${wrap:+$wrap }$bin $(run_args "$b")"
 		echo "# env: ${mpi_env[$m]:-(none)}${RDMACH_TRANSPORT:+ RDMACH_TRANSPORT=$RDMACH_TRANSPORT} RDMACH_STATS=$stats; time limit $lim s"
 	} >"$log"
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
 	timeout -k 5 "$lim" env NAS_RUN_TAG="$tag" RDMACH_STATS="$stats" ${mpi_env[$m]} \
-		"$p/bin/mpiexec" -n "$n" $wrap "$bin" $(run_args "$b") >>"$log" 2>&1 </dev/null &
+		"$p/bin/mpiexec" "${hostargs[@]}" -n "$n" $wrap "$bin" $(run_args "$b") >>"$log" 2>&1 </dev/null &
 	cur_pid=$! cur_tag=$tag
 	wait "$cur_pid"; rc=$?
 	cur_pid=
