@@ -72,8 +72,8 @@ if [ "${1:-}" = --in-vm ]; then
 	# large puts by RDMA writes: the superpipeline and the ring's pipelined
 	# copy; zero-copy (RDMA reads, the default for a reused buffer) only
 	# with BENCH_ZCOPY=1, as reads between rxe hosts stall
-	sp="-genv RDMACH_LARGE superpipeline"
-	pl="-genv RDMACH_LARGE pipeline"
+	by_spipe="-genv RDMACH_LARGE superpipeline"
+	by_ring="-genv RDMACH_LARGE pipeline"
 	for ((r = 1; r <= rounds; r++)); do
 		echo "round $r of $rounds"
 		perf ib_write_lat 8 2000 perftest_write_lat.txt
@@ -84,12 +84,12 @@ if [ "${1:-}" = --in-vm ]; then
 			ours ucx_lat.txt /usr/bin/mpiexec "$out/ucx_latency" $lat
 		perf ib_write_bw 1048576 200 perftest_write_bw.txt
 		TRIES=1 LIMIT=60 perf ib_read_bw 1048576 200 perftest_read_bw.txt
-		ours rdmach_bw_sp.txt "mpiexec $sp" "$O/bin/rdmach_bw" $bw
-		ours rdmach_bw_pl.txt "mpiexec $pl" "$O/bin/rdmach_bw" $bw
+		ours rdmach_bw_sp.txt "mpiexec $by_spipe" "$O/bin/rdmach_bw" $bw
+		ours rdmach_bw_pl.txt "mpiexec $by_ring" "$O/bin/rdmach_bw" $bw
 		[ "${BENCH_ZCOPY:-0}" = 1 ] &&
 			ours rdmach_bw.txt mpiexec "$O/bin/rdmach_bw" $bw
 		[ -x "$out/mpi_bw" ] &&
-			ours mpi_bw.txt "$PREFIX/bin/mpiexec $sp" "$out/mpi_bw" $bw
+			ours mpi_bw.txt "$PREFIX/bin/mpiexec $by_spipe" "$out/mpi_bw" $bw
 		[ -x "$out/ucx_bw" ] &&
 			ours ucx_bw.txt /usr/bin/mpiexec "$out/ucx_bw" $bw
 	done

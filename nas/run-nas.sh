@@ -75,7 +75,7 @@ while [ $# -gt 0 ]; do
 	--stats) stats=1 ;;
 	--vm) vm=1 ;;
 	--cluster) cluster=${2:?}; shift ;;
-	--in-vm) in_vm=1; do_build=0 ;;		# internal: the half that --vm runs in the VM
+	--in-vm) in_vm=1; do_build=0 ;;		# internal: the half --vm / --cluster run in the VM(s)
 	--build-only) do_run=0 ;;
 	--no-build) do_build=0 ;;
 	--wrap) wrap=${2?}; shift ;;
