@@ -8,7 +8,7 @@
 #include "core/knob.h"
 
 enum { CH3_K_YIELD_SPINS, CH3_K_SLEEP_US, CH3_K_SLEEP_AFTER_US,
-       CH3_K_RX_STAGING, CH3_K_FAIL_GRACE, CH3_K_NUM };
+       CH3_K_WAKE_SLEEP_US, CH3_K_RX_STAGING, CH3_K_FAIL_GRACE, CH3_K_NUM };
 
 static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 	[CH3_K_YIELD_SPINS] = { "RDMACH_CH3_YIELD_SPINS", RDMACH_KNOB_UINT,
@@ -23,6 +23,11 @@ static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 	[CH3_K_SLEEP_AFTER_US] = { "RDMACH_CH3_SLEEP_AFTER_US",
 		RDMACH_KNOB_UINT, "0", 0, 3600000000u,
 		"idle time of a blocking wait before it starts sleeping" },
+	[CH3_K_WAKE_SLEEP_US] = { "RDMACH_CH3_WAKE_SLEEP_US", RDMACH_KNOB_UINT,
+		"1000", 1, 1000000,
+		"a sleep that every peer can end by ringing (shm peers only, "
+		"RDMACH_SHM_WAKE on) lasts at most this long instead of "
+		"RDMACH_CH3_SLEEP_US" },
 	[CH3_K_RX_STAGING] = { "RDMACH_CH3_RX_STAGING", RDMACH_KNOB_SIZE,
 		"1K", 160, 1u << 20,
 		"bytes a VC reads ahead per get when it looks for the next "

@@ -36,6 +36,12 @@
  *                              oversubscribed: gives the CPU away for one
  *                              timer slack, ~50 us)
  *   RDMACH_CH3_SLEEP_AFTER_US  idle time before sleeping starts (0)
+ *   RDMACH_CH3_WAKE_SLEEP_US   how long a sleep lasts instead when every
+ *                              peer's put ends it (rdmach_wait_arm says
+ *                              so: shm peers with RDMACH_SHM_WAKE, on by
+ *                              default when oversubscribed): the waiter
+ *                              runs as soon as its message is there, as
+ *                              ch3:sock's poll() does (1000)
  * and how much a VC reads ahead when it looks for the next header:
  *   RDMACH_CH3_RX_STAGING      staging buffer bytes per VC (1K, at least
  *                              2 * sizeof(MPIDI_CH3_Pkt_t)): one get takes
@@ -49,6 +55,7 @@ static struct {
 	unsigned yield_spins;
 	uint64_t sleep_after_ns;
 	unsigned sleep_us;
+	uint64_t wake_sleep_us;
 	size_t rx_staging;
 	uint64_t fail_grace_ms;		/* RDMACH_CH3_FAIL_GRACE_MS */
 } idle_policy;
@@ -88,6 +95,9 @@ static int idle_policy_init(void)
 		mpi_errno = knob_value("RDMACH_CH3_SLEEP_US", oversubscribed ? 1 : 0, &sleep_us);
 	if (!mpi_errno)
 		mpi_errno = knob_value("RDMACH_CH3_SLEEP_AFTER_US", 0, &sleep_after_us);
+	if (!mpi_errno)
+		mpi_errno = knob_value("RDMACH_CH3_WAKE_SLEEP_US", 1000,
+				       &idle_policy.wake_sleep_us);
 	if (!mpi_errno)
 		mpi_errno = knob_value("RDMACH_CH3_RX_STAGING", 1024, &staging);
 	if (!mpi_errno)
@@ -522,6 +532,27 @@ static int progress_test(void)
 	return progress_pass(&progressed);
 }
 
+/* Sleep until a peer rings, or for sleep_us where not every peer can:
+ * armed first, then one more pass, so that a put landing meanwhile is
+ * either seen by that pass or ends the sleep.  CH3's lock is released
+ * while asleep (another thread's send ends the sleep: Progress_wakeup). */
+static int idle_sleep(void)
+{
+	unsigned start_count = MPIDI_CH3I_progress_completion_count;
+	int wakeable = rdmach_wait_arm(MPIDI_CH3I_rdma_ctx), progressed = 0;
+	int mpi_errno = progress_pass(&progressed);
+	uint64_t us = wakeable > 0 ? idle_policy.wake_sleep_us : idle_policy.sleep_us;
+
+	if (mpi_errno || progressed || start_count != MPIDI_CH3I_progress_completion_count) {
+		rdmach_wait(MPIDI_CH3I_rdma_ctx, 0);
+		return mpi_errno;
+	}
+	MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+	rdmach_wait(MPIDI_CH3I_rdma_ctx, us);
+	MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+	return MPI_SUCCESS;
+}
+
 static int progress_wait(MPID_Progress_state *state)
 {
 	int mpi_errno = MPI_SUCCESS, yielded = 0;
@@ -564,7 +595,9 @@ static int progress_wait(MPID_Progress_state *state)
 			idle_since = now_ns();
 			sched_yield();
 		} else if (now_ns() - idle_since >= idle_policy.sleep_after_ns) {
-			usleep(idle_policy.sleep_us);
+			mpi_errno = idle_sleep();
+			if (mpi_errno)
+				break;
 		} else {
 			sched_yield();
 		}
@@ -581,7 +614,8 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
 #ifdef MPICH_IS_THREADED
 void MPIDI_CH3I_Progress_wakeup(void)
 {
-	/* waiting threads poll; nothing to wake */
+	/* a waiting thread may be asleep in rdmach_wait */
+	rdmach_wake(MPIDI_CH3I_rdma_ctx);
 }
 #endif
 

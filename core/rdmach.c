@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "iov.h"
@@ -84,6 +85,7 @@ struct core_ctx_extra {
 	char tl_why[RDMACH_TL_MAX][CORE_WHY_MAX];	/* why not opened */
 	uint64_t stall_warn_ns;
 	int print_stats;
+	int tl_peers[RDMACH_TL_MAX];	/* peers each transport reaches */
 };
 
 struct core_ctx {
@@ -742,9 +744,11 @@ int rdmach_connect(rdmach_ctx_t *ctx)
 				goto out;
 		}
 	}
-	for (i = 0; i < ctx->size; i++)
+	for (i = 0; i < ctx->size; i++) {
 		rdmach_debug("rank %d reached through %s", i,
 			     ctx->tls[choice[i]]->ops->name);
+		core_of(ctx)->x.tl_peers[choice[i]]++;
+	}
 	ctx->connected = 1;
 out:
 	free(peers);
@@ -912,6 +916,84 @@ int rdmach_progress(rdmach_ctx_t *ctx)
 		if (ret)
 			return ret;
 	}
+	return 0;
+}
+
+/* The transports armed by this thread's rdmach_wait_arm, and their
+ * tokens: a thread arms and waits in turn, so the state is its own. */
+static _Thread_local struct {
+	struct rdmach_ctx *ctx;
+	unsigned armed;			/* bit t: ctx->tls[t] armed */
+	uint32_t token[RDMACH_TL_MAX];
+} core_wait;
+
+static int core_ctx_ready(const struct rdmach_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	if (!core_ctx_live(ctx))
+		return -EBADF;
+	return ctx->connected ? 0 : -ENOTCONN;
+}
+
+int rdmach_wait_arm(rdmach_ctx_t *ctx)
+{
+	int t, ret = core_ctx_ready(ctx), wakeable = 1;
+
+	if (ret)
+		return ret;
+	core_wait.ctx = ctx;
+	core_wait.armed = 0;
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		struct rdmach_tl *tl = ctx->tls[t];
+
+		if (!tl || !core_of(ctx)->x.tl_peers[t])
+			continue;
+		if (tl->ops->wait_arm &&
+		    tl->ops->wait_arm(tl, &core_wait.token[t]))
+			core_wait.armed |= 1u << t;
+		else
+			wakeable = 0;
+	}
+	return wakeable && core_wait.armed;
+}
+
+int rdmach_wait(rdmach_ctx_t *ctx, uint64_t timeout_us)
+{
+	uint64_t timeout_ns = timeout_us * 1000u;
+	int t, ret = core_ctx_ready(ctx), slept = 0;
+
+	if (ret)
+		return ret;
+	if (core_wait.ctx != ctx)
+		core_wait.armed = 0;
+	/* one transport can sleep; any other armed one only disarms */
+	for (t = 0; t < RDMACH_TL_MAX; t++) {
+		if (!(core_wait.armed & (1u << t)))
+			continue;
+		ctx->tls[t]->ops->wait(ctx->tls[t], core_wait.token[t],
+				       slept ? 0 : timeout_ns);
+		slept = 1;
+	}
+	core_wait.armed = 0;
+	if (!slept && timeout_ns) {
+		struct timespec ts = { (time_t)(timeout_ns / 1000000000u),
+				       (long)(timeout_ns % 1000000000u) };
+
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+int rdmach_wake(rdmach_ctx_t *ctx)
+{
+	int t, ret = core_ctx_ready(ctx);
+
+	if (ret)
+		return ret;
+	for (t = 0; t < RDMACH_TL_MAX; t++)
+		if (ctx->tls[t] && ctx->tls[t]->ops->wake)
+			ctx->tls[t]->ops->wake(ctx->tls[t]);
 	return 0;
 }
 

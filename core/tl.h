@@ -43,6 +43,15 @@ struct rdmach_tl_ops {
 	ssize_t (*get)(struct rdmach_conn *conn, const struct iovec *iov,
 		       int iovcnt, size_t total);
 	int (*progress)(struct rdmach_tl *tl);
+	/* Idle waits (rdmach_wait_arm, rdmach_wait, rdmach_wake); NULL when
+	 * the transport's peers cannot end a sleep.  wait_arm: about to
+	 * sleep (the caller polls every connection next); 1 and *token set
+	 * when the peers will ring, else 0 and no wait follows.  wait: sleep
+	 * until rung or timeout_ns (0: just disarm).  wake: ring my own
+	 * bell (another thread of this process posted work). */
+	int (*wait_arm)(struct rdmach_tl *tl, uint32_t *token);
+	void (*wait)(struct rdmach_tl *tl, uint32_t token, uint64_t timeout_ns);
+	void (*wake)(struct rdmach_tl *tl);
 	/* Drain what this process put (until deadline_ns, CLOCK_MONOTONIC),
 	 * tell the peers, release everything; tl is freed. */
 	int (*close)(struct rdmach_tl *tl, uint64_t deadline_ns);

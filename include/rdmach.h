@@ -157,6 +157,21 @@ RDMACH_API ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int 
  * without moving user data.  Returns 0 or the first connection error. */
 RDMACH_API int rdmach_progress(rdmach_ctx_t *ctx);
 
+/* Idle waits, for a caller with nothing to do (an MPI progress engine
+ * that found no work): arm, poll every connection it waits on, and sleep
+ * unless that poll moved something:
+ *     int wakeable = rdmach_wait_arm(ctx);
+ *     ... rdmach_put / rdmach_get on every connection ...
+ *     rdmach_wait(ctx, moved_something ? 0 : timeout_us);
+ * rdmach_wait_arm returns 1 when every peer's put or get ends the sleep
+ * at once (shm peers with RDMACH_SHM_WAKE on), 0 when the sleep may last
+ * its whole timeout (ib peers, or the doorbell off), or a negative errno.
+ * rdmach_wait(ctx, 0) only disarms.  rdmach_wake ends the sleep of
+ * another thread of this process. */
+RDMACH_API int rdmach_wait_arm(rdmach_ctx_t *ctx);
+RDMACH_API int rdmach_wait(rdmach_ctx_t *ctx, uint64_t timeout_us);
+RDMACH_API int rdmach_wake(rdmach_ctx_t *ctx);
+
 /* 5. finalize: drain, disconnect, release.  *ctxp is set to NULL. */
 RDMACH_API int rdmach_finalize(rdmach_ctx_t **ctxp);
 

@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -36,7 +38,7 @@ enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
        SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD, SHM_K_PIPE_AREA,
        SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CMA_USE,
        SHM_K_CACHE_LIMIT, SHM_K_CALIB_MS, SHM_K_RECENT, SHM_K_LIVENESS_MS,
-       SHM_K_NUM };
+       SHM_K_WAKE, SHM_K_NUM };
 
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
@@ -100,6 +102,12 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_LIVENESS_MS] = { "RDMACH_SHM_LIVENESS_MS", RDMACH_KNOB_UINT,
 		"2", 1, 60000,
 		"an idle poll checks at most this often that the peer lives" },
+	[SHM_K_WAKE] = { "RDMACH_SHM_WAKE", RDMACH_KNOB_BOOL, RDMACH_KNOB_AUTO,
+		0, 1,
+		"an idle wait (rdmach_wait) sleeps until a peer's put or get "
+		"rings it, instead of for its whole timeout; costs every put a "
+		"fence (auto: on when this host runs more of the job's "
+		"processes than it has CPUs)" },
 };
 RDMACH_KNOB_TABLE(shm, shm_knobs);
 
@@ -185,6 +193,8 @@ struct shm_conn {
 	uint64_t rx_off;		/* bytes of the current packet consumed */
 	struct shm_pipe rx_pipe;	/* the peer's copy area in my segment */
 
+	struct shm_bell *peer_bell;	/* the peer's doorbell, if it is on */
+
 	/* liveness */
 	uint32_t idle_polls;		/* sends that found the ring full */
 	uint32_t rx_idle_polls;		/* gets that found nothing */
@@ -212,6 +222,7 @@ struct shm_tl {
 	/* buffers of the last large puts (a ring of `recent` entries) */
 	unsigned recent, recent_pos;
 	uintptr_t recent_buf[SHM_RECENT_MAX];
+	int wake;			/* RDMACH_SHM_WAKE: -1 auto, 0, 1 */
 };
 
 #define SHM_MIN_PARTIAL 2048u	/* smallest data packet cut by a full ring */
@@ -346,6 +357,35 @@ static int shm_fail_dead(struct shm_conn *sc, const char *when)
 	return rdmach_conn_fail(sc->conn, -ECONNRESET,
 				"shm: peer rank %d (pid %d) died %s",
 				sc->conn->peer, (int)sc->pid, when);
+}
+
+/* ---- doorbell (shm_ring.h: the contract) ------------------------------- */
+
+static long shm_futex(_Atomic uint32_t *word, int op, uint32_t val,
+		      const struct timespec *timeout)
+{
+	/* not FUTEX_PRIVATE_FLAG: the word is shared between processes */
+	return syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0);
+}
+
+static void shm_bell_wake(struct shm_bell *b)
+{
+	atomic_fetch_add_explicit(&b->seq, 1, memory_order_release);
+	shm_futex(&b->seq, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+static __attribute__((noinline)) void shm_bell_ring_on(struct shm_bell *b)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&b->sleepers, memory_order_relaxed))
+		shm_bell_wake(b);
+}
+
+/* I changed something the peer may be asleep waiting for. */
+static inline void shm_bell_ring(const struct shm_conn *sc)
+{
+	if (sc->peer_bell)
+		shm_bell_ring_on(sc->peer_bell);
 }
 
 /* ---- receive ----------------------------------------------------------- */
@@ -732,6 +772,7 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 
 	if (shm_rx_holds(sc)) {
 		shm_rx_release(sc);
+		shm_bell_ring(sc);
 		if (sc->rx_idle_polls % SHM_IDLE_POLLS)
 			return 0;
 	}
@@ -785,9 +826,13 @@ static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
 	struct shm_conn *sc = conn->priv;
 	uint64_t h;
 	struct shm_rx_ring *r = shm_rx_next(sc, &h);
+	ssize_t n;
 
-	if (r)
-		return shm_rx_arrived(sc, r, h, iov, iovcnt, total);
+	if (r) {
+		n = shm_rx_arrived(sc, r, h, iov, iovcnt, total);
+		shm_bell_ring(sc);	/* space, a slot or an ack for the writer */
+		return n;
+	}
 	if (shm_rx_holds(sc) || ++sc->rx_idle_polls % SHM_IDLE_POLLS == 0)
 		return shm_rx_idle(sc, iov, iovcnt, total);
 	return 0;
@@ -1177,17 +1222,22 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	struct shm_tx_ring *r;
 	struct rdmach_iovc c;
 	uint8_t *p;
+	ssize_t n;
 
 	if (total > sc->one_pkt_max || sc->rndv.active || sc->tx_pipe.left ||
 	    !(r = shm_tx_ring_for(sc, need)) ||
 	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire))
-		return shm_put_general(sc, iov, iovcnt, total);
+				 memory_order_acquire)) {
+		n = shm_put_general(sc, iov, iovcnt, total);
+		shm_bell_ring(sc);
+		return n;
+	}
 	p = r->base + (r->head & r->mask);
 	rdmach_iovc_init(&c, iov, iovcnt);
 	shm_gather(&c, p + SHM_HDR, total);
 	shm_tx_post(sc, r, p, RDMACH_PKT_DATA, (uint32_t)total, need);
 	sc->conn->stats.packets_sent++;
+	shm_bell_ring(sc);
 	return (ssize_t)total;
 }
 
@@ -1258,6 +1308,8 @@ static int shm_read_knobs(struct shm_tl *tl)
 		err = rdmach_knob_u64(&shm_knobs[i], &v[i]);
 		if (err == -ENODATA && i == SHM_K_CACHE_LIMIT)
 			v[i] = 0;	/* auto: measured at connect */
+		else if (err == -ENODATA && i == SHM_K_WAKE)
+			v[i] = UINT64_MAX;	/* auto: decided at publish */
 		else if (err)
 			return err;
 	}
@@ -1287,6 +1339,7 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->cache_limit = v[SHM_K_CACHE_LIMIT];
 	tl->liveness_ns = v[SHM_K_LIVENESS_MS] * 1000000u;
 	tl->calib_ns = v[SHM_K_CALIB_MS] * 1000000u;
+	tl->wake = v[SHM_K_WAKE] == UINT64_MAX ? -1 : (int)v[SHM_K_WAKE];
 	return shm_read_pipe_knobs(tl, v);
 }
 
@@ -1367,6 +1420,18 @@ static void shm_measure_cache(struct shm_tl *tl, const int *peers, int npeers)
 	h->cache_limit = m.cache_limit;
 }
 
+/* RDMACH_SHM_WAKE=auto: sleep on the doorbell when the local processes
+ * (npeers, myself included) outnumber the CPUs, where a waiter that spins
+ * or sleeps a timer's slack holds back the peer it waits for. */
+static void shm_bell_setup(struct shm_tl *tl, int npeers)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int on = tl->wake >= 0 ? tl->wake : cpus > 0 && npeers > cpus;
+
+	shm_seg_hdr(&tl->seg)->bell.on = (uint32_t)on;
+	rdmach_debug("shm: idle waits %s woken by peers", on ? "are" : "are not");
+}
+
 static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 {
 	struct shm_tl *tl = shm_tl_of(base);
@@ -1383,6 +1448,7 @@ static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	err = shm_seg_create(&tl->seg, base->ctx->rank, peers, npeers, &geom);
 	if (err)
 		return err;
+	shm_bell_setup(tl, npeers);
 	shm_measure_cache(tl, peers, npeers);
 	err = shm_seg_describe(&tl->seg, seg, sizeof(seg));
 	if (err)
@@ -1554,6 +1620,8 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 	}
 	shm_conn_setup_rings(sc, tl, pseg, tx_slot, rx_slot);
 	shm_cma_setup(sc, tl, maddr, magic);
+	if (!sc->self && shm_seg_hdr(pseg)->bell.on)
+		sc->peer_bell = &shm_seg_hdr(pseg)->bell;
 	return 0;
 }
 
@@ -1649,6 +1717,42 @@ static int shm_progress(struct rdmach_tl *base)
 	return ret;
 }
 
+/* Idle waits (tl.h).  Without peers there is nothing to wait for. */
+static int shm_wait_arm(struct rdmach_tl *base, uint32_t *token)
+{
+	struct shm_tl *tl = shm_tl_of(base);
+	struct shm_bell *b;
+
+	if (!tl->npeers)
+		return 0;
+	b = &shm_seg_hdr(&tl->seg)->bell;
+	if (!b->on)
+		return 0;
+	atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
+	*token = atomic_load_explicit(&b->seq, memory_order_acquire);
+	return 1;
+}
+
+static void shm_wait(struct rdmach_tl *base, uint32_t token,
+		     uint64_t timeout_ns)
+{
+	struct shm_bell *b = &shm_seg_hdr(&shm_tl_of(base)->seg)->bell;
+	struct timespec ts = { (time_t)(timeout_ns / 1000000000u),
+			       (long)(timeout_ns % 1000000000u) };
+
+	if (timeout_ns)
+		shm_futex(&b->seq, FUTEX_WAIT, token, &ts);
+	atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);
+}
+
+static void shm_wake(struct rdmach_tl *base)
+{
+	struct shm_tl *tl = shm_tl_of(base);
+
+	if (tl->npeers && shm_seg_hdr(&tl->seg)->bell.on)
+		shm_bell_wake(&shm_seg_hdr(&tl->seg)->bell);
+}
+
 /* Finalize: give pending rendezvous until the deadline to be read. */
 static void shm_close_drain(struct shm_tl *tl, uint64_t deadline_ns)
 {
@@ -1690,6 +1794,7 @@ static int shm_close(struct rdmach_tl *base, uint64_t deadline_ns)
 		if (sc->rx_ctrl)
 			atomic_store_explicit(&sc->rx_ctrl->reader_closed, 1,
 					      memory_order_release);
+		shm_bell_ring(sc);
 		if (sc->conn->priv == sc)
 			sc->conn->priv = NULL;
 		shm_conn_free(sc);
@@ -1711,6 +1816,9 @@ static const struct rdmach_tl_ops shm_ops = {
 	.put = shm_put,
 	.get = shm_get,
 	.progress = shm_progress,
+	.wait_arm = shm_wait_arm,
+	.wait = shm_wait,
+	.wake = shm_wake,
 	.close = shm_close,
 };
 RDMACH_TL_REGISTER(shm_ops);

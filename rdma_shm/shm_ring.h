@@ -63,6 +63,16 @@
  *    the first chunk of its message, and the reader touches the slots only
  *    while such a packet is at its head.  A chunk never holds bytes of two
  *    messages.
+ *  - Doorbell (struct shm_bell, one per process in its segment header,
+ *    used only when its owner set `on`): a process about to sleep adds
+ *    itself to `sleepers` (a locked RMW: a full barrier), reads `seq`,
+ *    polls every ring, and sleeps in FUTEX_WAIT on `seq` while it still
+ *    holds that value.  A peer that changed anything its owner may wait
+ *    for (a header, a tail, a copy-area flag, acked_id, a close flag)
+ *    issues a SEQ_CST fence and, if `sleepers` is non-zero, increments
+ *    `seq` (RELEASE) and calls FUTEX_WAKE.  Either the sleeper's poll sees
+ *    the change, or the peer sees the sleeper and moves `seq` past the
+ *    value it waits on (Dekker's pattern: both sides store, fence, load).
  */
 #ifndef RDMACH_SHM_RING_H
 #define RDMACH_SHM_RING_H
@@ -73,6 +83,12 @@
 #include "proto/pkt.h"
 
 #define SHM_LINE 64u
+
+struct shm_bell {
+	_Alignas(SHM_LINE) _Atomic uint32_t seq;	/* +1 per wake-up */
+	_Atomic uint32_t sleepers;	/* owner threads armed to sleep */
+	uint32_t on;			/* owner wants to be rung */
+};
 #define SHM_HDR 8u		/* header word at the start of a packet */
 
 /* Header word: seq (32) | type (4: enum rdmach_pkt_type, proto/pkt.h) |

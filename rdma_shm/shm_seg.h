@@ -26,7 +26,7 @@
 #include "shm_ring.h"
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
-#define SHM_SEG_VERSION 3u
+#define SHM_SEG_VERSION 4u
 
 struct shm_seg_hdr {
 	uint64_t magic;
@@ -46,6 +46,7 @@ struct shm_seg_hdr {
 	uint64_t cache_limit;
 	uint64_t copy_hot_mbs, copy_cold_mbs, cma_hot_mbs, cma_cold_mbs;
 	uint64_t size;		/* whole segment */
+	struct shm_bell bell;	/* the owner's doorbell (shm_ring.h) */
 	int32_t owner_rank;
 	int32_t owner_pid;
 	int32_t slot_rank[];	/* writer rank of each slot */

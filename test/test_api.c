@@ -47,6 +47,9 @@ static int api_bad_iov(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_put(NULL, &ok, 1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_get(NULL, &ok, 1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_progress(NULL), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_wait_arm(NULL), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_wait(NULL, 0), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_wake(NULL), -EINVAL);
 	/* The refusals moved nothing and broke nothing. */
 	TST_CHECK_EQ(t, rdmach_conn_stats(c, &st), 0);
 	TST_CHECK(t, !st.bytes_put && !st.bytes_got, "refused calls counted "
@@ -115,6 +118,9 @@ static int api_after_finalize(struct tst *t)
 	TST_CHECK(t, c2 == API_SENTINEL, "rdmach_conn on a dead context "
 		  "set its output");
 	TST_CHECK_EQ(t, rdmach_progress(old), -EBADF);
+	TST_CHECK_EQ(t, rdmach_wait_arm(old), -EBADF);
+	TST_CHECK_EQ(t, rdmach_wait(old, 1), -EBADF);
+	TST_CHECK_EQ(t, rdmach_wake(old), -EBADF);
 	TST_CHECK_EQ(t, rdmach_rank(old), -EBADF);
 	TST_CHECK_EQ(t, rdmach_ctx_stats(old, &st), -EBADF);
 	TST_CHECK_EQ(t, rdmach_finalize(&old), -EBADF);

@@ -8,11 +8,14 @@
  * area of large puts (every chunk and slot edge, iovecs split on both
  * sides, partial gets, small messages in between, the choice between the
  * copy area and CMA switching per message, a peer killed mid-message,
- * finalize with a message half copied).
+ * finalize with a message half copied); idle waits (rdmach_wait) ended
+ * by the peer's put, by the peer's get freeing a full ring, by another
+ * thread's rdmach_wake, and lasting their timeout with the doorbell off.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -771,6 +774,167 @@ static int shm_peer_death_put(struct tst *t)
 	return 0;
 }
 
+/* ---- idle waits ---------------------------------------------------------- */
+
+static const char *const wake_env[] = { "RDMACH_SHM_WAKE", "1",
+	"RDMACH_SHM_RING_SIZE", "4096", "RDMACH_SHM_CMA", "0", NULL };
+#define WAKE_ARMED 1u		/* t->shared[WAKE_ARMED]: the sleeper armed */
+#define WAKE_DELAY_US 100000u	/* the peer acts this long after */
+#define WAKE_LIMIT_US 10000000u	/* a sleep nobody ends */
+
+/* Arm, poll once (a put of iov if poll_put, else a get; it must move
+ * nothing), tell the peer, sleep: the peer's action must end the sleep
+ * early.  Returns the sleep in us, or a negative value on failure. */
+static long sleep_until_rung(struct tst *t, rdmach_conn_t *c, int poll_put,
+			     struct iovec iov)
+{
+	volatile uint64_t *sh = t->shared;
+	uint64_t t0;
+	ssize_t n;
+
+	if (rdmach_wait_arm(t->ctx) != 1)
+		return tst_fail(t, "rdmach_wait_arm: not wakeable with "
+				"RDMACH_SHM_WAKE=1");
+	n = poll_put ? rdmach_put(c, &iov, 1) : rdmach_get(c, &iov, 1);
+	if (n != 0)
+		return tst_fail(t, "the poll before the sleep moved %zd", n);
+	sh[WAKE_ARMED] = 1;
+	t0 = rdmach_now_ns();
+	if (rdmach_wait(t->ctx, WAKE_LIMIT_US))
+		return tst_fail(t, "rdmach_wait failed");
+	return (long)((rdmach_now_ns() - t0) / 1000u);
+}
+
+static void wait_peer_armed(struct tst *t)
+{
+	volatile uint64_t *sh = t->shared;
+
+	while (!sh[WAKE_ARMED])
+		usleep(1000);
+	usleep(WAKE_DELAY_US);
+}
+
+static int check_woken(struct tst *t, long us, const char *by)
+{
+	TST_CHECK(t, us >= 0, "sleep failed");
+	TST_CHECK(t, us >= (long)WAKE_DELAY_US / 4 && us < (long)WAKE_LIMIT_US / 4,
+		  "a sleep ended by %s after %u us lasted %ld us", by,
+		  WAKE_DELAY_US, us);
+	tst_log(t, "woken by %s after %ld us", by, us);
+	return 0;
+}
+
+/* Data: the receiver sleeps, the sender's put ends the sleep. */
+static int shm_wait_rung_by_put(struct tst *t)
+{
+	uint64_t seed;
+	rdmach_conn_t *c;
+	int ret;
+
+	c = connect_with(t, wake_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 0) {
+		wait_peer_armed(t);
+		if (tst_put_all(t, c, 1, seed, 3000))
+			return -1;
+		return tst_barrier(t);
+	}
+	uint8_t byte;
+
+	if (check_woken(t, sleep_until_rung(t, c, 0,
+					     (struct iovec){ &byte, 1 }), "a put"))
+		return -1;
+	if (tst_get_all(t, c, 0, seed, 3000))
+		return -1;
+	return tst_barrier(t);
+}
+
+/* Space: the sender fills the ring and sleeps, the receiver's gets free
+ * it and end the sleep; then the whole stream arrives intact. */
+static int shm_wait_rung_by_get(struct tst *t)
+{
+	enum { LEN = 64 * 1024 };
+	uint64_t seed;
+	rdmach_conn_t *c;
+	int ret;
+
+	c = connect_with(t, wake_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 0) {
+		uint8_t *buf = malloc(LEN);
+		size_t off = 0;
+		ssize_t n;
+
+		TST_CHECK(t, buf != NULL, "out of memory");
+		tst_pat_fill(buf, LEN, seed, 0);
+		while ((n = rdmach_put(c, &(struct iovec){ buf + off, LEN - off },
+				       1)) > 0)
+			off += (size_t)n;
+		TST_CHECK(t, n == 0 && off < 8192, "filling a 4 KiB ring: put "
+			  "%zd after %zu bytes", n, off);
+		if (check_woken(t, sleep_until_rung(t, c, 1, (struct iovec){
+						buf + off, LEN - off }), "a get")) {
+			free(buf);
+			return -1;
+		}
+		ret = tst_xfer_iov(t, c, 1, &(struct iovec){ buf + off, LEN - off }, 1);
+		free(buf);
+		return ret ? ret : tst_barrier(t);
+	}
+	wait_peer_armed(t);
+	if (tst_get_all(t, c, 0, seed, LEN))
+		return -1;
+	return tst_barrier(t);
+}
+
+static void *wake_later(void *ctx)
+{
+	usleep(WAKE_DELAY_US);
+	rdmach_wake(ctx);
+	return NULL;
+}
+
+/* Another thread's rdmach_wake ends a sleep; with RDMACH_SHM_WAKE=0 a
+ * sleep is not wakeable and lasts its timeout. */
+static int shm_wait_thread_and_off(struct tst *t)
+{
+	const char *const env[] = { "RDMACH_SHM_WAKE", t->rank ? "0" : "1",
+				    NULL };
+	uint8_t byte = 0;
+	struct iovec iov = { &byte, 1 };
+	rdmach_conn_t *c;
+	pthread_t th;
+	uint64_t t0;
+	long us;
+	int ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	if (t->rank == 1) {
+		TST_CHECK_EQ(t, rdmach_wait_arm(t->ctx), 0);
+		t0 = rdmach_now_ns();
+		TST_CHECK0(t, rdmach_wait(t->ctx, 30000));
+		us = (long)((rdmach_now_ns() - t0) / 1000u);
+		TST_CHECK(t, us >= 25000, "a 30 ms sleep lasted %ld us", us);
+		return tst_barrier(t);
+	}
+	TST_CHECK_EQ(t, rdmach_wait_arm(t->ctx), 1);
+	TST_CHECK_EQ(t, rdmach_get(c, &iov, 1), 0);
+	TST_CHECK0(t, pthread_create(&th, NULL, wake_later, t->ctx));
+	t0 = rdmach_now_ns();
+	TST_CHECK0(t, rdmach_wait(t->ctx, WAKE_LIMIT_US));
+	us = (long)((rdmach_now_ns() - t0) / 1000u);
+	pthread_join(th, NULL);
+	if (check_woken(t, us, "rdmach_wake"))
+		return -1;
+	return tst_barrier(t);
+}
+
 /* After ready no exchange fd stays open, nothing is named in /dev/shm,
  * and after finalize no segment stays mapped. */
 static int count_lines(const char *path, const char *needle)
@@ -932,6 +1096,12 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_pipe_death_reader", 2, shm_pipe_death_reader,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_pipe_finalize_in_flight", 2, shm_pipe_finalize_in_flight,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_wait_rung_by_put", 2, shm_wait_rung_by_put,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_wait_rung_by_get", 2, shm_wait_rung_by_get,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_wait_thread_and_off", 2, shm_wait_thread_and_off,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
 	{ "shm_named_fallback", 2, shm_named_fallback,
