@@ -1717,16 +1717,24 @@ static int shm_progress(struct rdmach_tl *base)
 	return ret;
 }
 
-/* Idle waits (tl.h).  Without peers there is nothing to wait for. */
-static int shm_wait_arm(struct rdmach_tl *base, uint32_t *token)
+/* My doorbell, or NULL when it is off or there is no segment (no local
+ * peer: nothing to wait for). */
+static struct shm_bell *shm_my_bell(struct shm_tl *tl)
 {
-	struct shm_tl *tl = shm_tl_of(base);
 	struct shm_bell *b;
 
 	if (!tl->npeers)
-		return 0;
+		return NULL;
 	b = &shm_seg_hdr(&tl->seg)->bell;
-	if (!b->on)
+	return b->on ? b : NULL;
+}
+
+/* Idle waits (tl.h). */
+static int shm_wait_arm(struct rdmach_tl *base, uint32_t *token)
+{
+	struct shm_bell *b = shm_my_bell(shm_tl_of(base));
+
+	if (!b)
 		return 0;
 	atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
 	*token = atomic_load_explicit(&b->seq, memory_order_acquire);
@@ -1747,10 +1755,10 @@ static void shm_wait(struct rdmach_tl *base, uint32_t token,
 
 static void shm_wake(struct rdmach_tl *base)
 {
-	struct shm_tl *tl = shm_tl_of(base);
+	struct shm_bell *b = shm_my_bell(shm_tl_of(base));
 
-	if (tl->npeers && shm_seg_hdr(&tl->seg)->bell.on)
-		shm_bell_wake(&shm_seg_hdr(&tl->seg)->bell);
+	if (b)
+		shm_bell_wake(b);
 }
 
 /* Finalize: give pending rendezvous until the deadline to be read. */

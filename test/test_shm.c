@@ -829,6 +829,7 @@ static int shm_wait_rung_by_put(struct tst *t)
 {
 	uint64_t seed;
 	rdmach_conn_t *c;
+	uint8_t byte;
 	int ret;
 
 	c = connect_with(t, wake_env, &ret);
@@ -841,8 +842,6 @@ static int shm_wait_rung_by_put(struct tst *t)
 			return -1;
 		return tst_barrier(t);
 	}
-	uint8_t byte;
-
 	if (check_woken(t, sleep_until_rung(t, c, 0,
 					     (struct iovec){ &byte, 1 }), "a put"))
 		return -1;
