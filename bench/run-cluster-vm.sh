@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run-cluster-vm.sh - latency and bandwidth between two hosts: in ONE boot
-# of a 2-VM Soft-RoCE cluster (test/vm/vm-cluster.sh --direct: the two NICs
-# on one UDP link over 127.0.0.1, no switch hop), interleaved rounds of
+# of a 2-VM Soft-RoCE cluster (test/vm/vm-cluster.sh: the two NICs on
+# its switch, lossless like a PFC fabric, or with BENCH_LINK=direct on one
+# UDP link over 127.0.0.1, no switch hop, which drops frames under load),
+# interleaved rounds of
 #   perftest  ib_write_lat 8 B, ib_write_bw and ib_read_bw 1 MiB (vm1 -> vm2)
 #   rdmach    rdmach_latency 8 B, rdmach_bw 1 MiB (rank 0 on vm1, 1 on vm2)
 #             by the superpipeline and by the ring's pipelined copy
@@ -18,9 +20,11 @@
 #
 # usage: bench/run-cluster-vm.sh           (build first: make; make mpich)
 # env: BENCH_ROUNDS (5)  BENCH_RESULTS (results/cluster-DATE)
+#      BENCH_LINK (switch | direct)
 #      PREFIX (build/mpich-install)  O (build)
-#      BENCH_ZCOPY=1  also rdmach_bw by zero-copy (RDMA reads: they stall
-#                     between two rxe hosts here, see test/vm/README.md)
+#      BENCH_ZCOPY=1  also rdmach_bw by zero-copy and MPI in auto (RDMA
+#                     reads: they stall between two rxe hosts on the
+#                     direct link, see test/vm/README.md)
 # Exit status 0; 1 if a run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -90,6 +94,8 @@ if [ "${1:-}" = --in-vm ]; then
 			ours rdmach_bw.txt mpiexec "$O/bin/rdmach_bw" $bw
 		[ -x "$out/mpi_bw" ] &&
 			ours mpi_bw.txt "$PREFIX/bin/mpiexec $by_spipe" "$out/mpi_bw" $bw
+		[ "${BENCH_ZCOPY:-0}" = 1 ] && [ -x "$out/mpi_bw" ] &&
+			ours mpi_bw_auto.txt "$PREFIX/bin/mpiexec" "$out/mpi_bw" $bw
 		[ -x "$out/ucx_bw" ] &&
 			ours ucx_bw.txt /usr/bin/mpiexec "$out/ucx_bw" $bw
 	done
@@ -119,7 +125,14 @@ if [ -x /usr/bin/mpicc ]; then	# Debian's MPICH, ch4:ucx
 		/usr/bin/mpicc -O2 -Ibench -o "$out/ucx_bw" bench/mpi_bw.c -lm || exit 1
 fi
 echo "host load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
-test/vm/vm-cluster.sh -n 2 --direct "$root" \
+case ${BENCH_LINK:=switch} in
+switch) link=() ;;
+direct) link=(--direct) ;;
+*) echo "run-cluster-vm: BENCH_LINK is switch or direct" >&2; exit 2 ;;
+esac
+echo "link: $BENCH_LINK" >>"$out/load.txt"
+export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} BENCH_ZCOPY"
+test/vm/vm-cluster.sh -n 2 "${link[@]}" "$root" \
 	"bench/run-cluster-vm.sh --in-vm $(printf %q "$out") $rounds" ||
 	{ echo "run-cluster-vm: the cluster run failed" >&2; exit 1; }
 echo "host load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/load.txt"
@@ -135,7 +148,7 @@ med() { [ -s "$out/$1" ] && median <"$out/$1"; }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 pl=$(med perftest_write_lat.txt) pw=$(med perftest_write_bw.txt)
 {
-	echo "# Between two Soft-RoCE VMs (rxe0 <-> rxe0 over a UDP link), $rounds rounds"
+	echo "# Between two Soft-RoCE VMs (rxe0 <-> rxe0, $BENCH_LINK link), $rounds rounds"
 	echo "$(cat "$out/load.txt" | tr '\n' ';')"
 	echo
 	echo "| what | per round | median | spread (min-max) |"
@@ -150,6 +163,7 @@ pl=$(med perftest_write_lat.txt) pw=$(med perftest_write_bw.txt)
 	row "rdmach_bw 1 MiB, ring pipeline (MB/s)" rdmach_bw_pl.txt MB/s
 	[ "${BENCH_ZCOPY:-0}" = 1 ] && row "rdmach_bw 1 MiB, zero-copy (MB/s)" rdmach_bw.txt MB/s
 	row "MPI ch3:rdma 1 MiB, superpipeline (MB/s)" mpi_bw.txt MB/s
+	[ "${BENCH_ZCOPY:-0}" = 1 ] && row "MPI ch3:rdma 1 MiB, auto: zero-copy (MB/s)" mpi_bw_auto.txt MB/s
 	row "MPI ch4:ucx (Debian) 1 MiB (MB/s)" ucx_bw.txt MB/s
 	echo
 	echo "ratios of the medians:"
@@ -159,6 +173,11 @@ pl=$(med perftest_write_lat.txt) pw=$(med perftest_write_bw.txt)
 	echo "  rdmach 1 MiB bandwidth (superpipeline) / ib_write_bw = $(ratio "$(med rdmach_bw_sp.txt)" "$pw") (target >= 0.95)"
 	echo "  rdmach 1 MiB bandwidth (ring pipeline) / ib_write_bw = $(ratio "$(med rdmach_bw_pl.txt)" "$pw")"
 	echo "  MPI ch3:rdma 1 MiB bandwidth / ib_write_bw = $(ratio "$(med mpi_bw.txt)" "$pw")"
+	if [ "${BENCH_ZCOPY:-0}" = 1 ]; then
+		pr=$(med perftest_read_bw.txt)
+		echo "  rdmach 1 MiB bandwidth (zero-copy) / ib_write_bw = $(ratio "$(med rdmach_bw.txt)" "$pw"), / ib_read_bw = $(ratio "$(med rdmach_bw.txt)" "$pr")"
+		echo "  MPI ch3:rdma 1 MiB bandwidth (auto) / ib_write_bw = $(ratio "$(med mpi_bw_auto.txt)" "$pw"), / ib_read_bw = $(ratio "$(med mpi_bw_auto.txt)" "$pr")"
+	fi
 	echo "  MPI ch4:ucx 1 MiB bandwidth / ib_write_bw = $(ratio "$(med ucx_bw.txt)" "$pw")"
 	if [ ! -s "$out/ucx_lat.txt" ]; then
 		echo

@@ -19,12 +19,16 @@
 
 #include "spipe.h"
 
-/* Sizes B_copy is measured at: a cache-resident copy, a last-level-cache
- * sized one, one from memory (cache effects, Denis fig. 1). */
+/* What B_copy is measured on (cache effects, Denis fig. 1): a copy that
+ * stays in the first caches, a 1 MiB one from cache, and the same 1 MiB
+ * from and to memory (both ends flushed from every cache first: a large
+ * message's source is not in cache, whatever the cache's size; cheaper at
+ * start-up than a working set larger than the last-level cache, whose
+ * pages would have to be faulted in). */
 enum { TUNE_COPY_SMALL, TUNE_COPY_MID, TUNE_COPY_LARGE, TUNE_COPY_NUM };
 extern const uint64_t tune_copy_sizes[TUNE_COPY_NUM];
 
-#define TUNE_VERSION 2	/* 2: bcopy_large at 4 MiB */
+#define TUNE_VERSION 3	/* 3: bcopy_large from memory */
 
 struct tune_machine {
 	double bcopy[TUNE_COPY_NUM];	/* memcpy bandwidth at each size */
@@ -98,12 +102,12 @@ double tune_t_zcopy(const struct tune_machine *m, uint64_t len, int nregs);
  * transparent huge pages where the kernel has them (page faults of fresh
  * memory would cost more than the measurement), every page touched.
  * NULL if out of memory. */
-#define TUNE_REGION_BYTES (2 * (4u << 20))
+#define TUNE_REGION_BYTES (2 * (1u << 20))
 void *tune_region_alloc(void);
 void tune_region_free(void *region);
 
 /* Measure bcopy[] in region (tune_region_alloc) within about budget_s:
- * copies of 64K, 1M and 4M working sets made the superpipeline's way, in
+ * copies of 64K, 1M and 1M (from memory) made the superpipeline's way, in
  * pieces of a 4 KiB block's payload. */
 void tune_measure_copy(struct tune_machine *m, void *region, double budget_s);
 

@@ -349,23 +349,26 @@ void ib_addr_format(const struct ib_addr *a, char *buf, size_t len)
 	for (i = 0; i < 16; i++)
 		snprintf(gid + 2 * i, 3, "%02x", a->gid.raw[i]);
 	snprintf(buf, len, "%x:%s:%x:%x:%" PRIx64 ":%" PRIx64 ":%" PRIx64
-		 ":%x:%x:%x:%x", a->lid, gid, a->qpn, a->psn, a->ring, a->ctrl,
-		 a->ring_size, a->rkey, a->wire, a->mtu, a->mode);
+		 ":%x:%x:%x:%x:%x", a->lid, gid, a->qpn, a->psn, a->ring,
+		 a->ctrl, a->ring_size, a->rkey, a->wire, a->mtu, a->mode,
+		 a->caps);
 }
 
 int ib_addr_parse(const char *s, struct ib_addr *a)
 {
-	unsigned int lid, qpn, psn, rkey, wire = 1, mtu = 0, mode = 0, i;
+	unsigned int lid, qpn, psn, rkey, wire = 1, mtu = 0, mode = 0, caps = 0;
+	unsigned int i;
 	char gid[33];
 	struct ib_addr t;
 	int n;
 
 	memset(&t, 0, sizeof(t));
-	/* 8 fields: a peer from before the wire version (version 1) */
+	/* 8 fields: a peer from before the wire version (version 1); 11:
+	 * one from before the capabilities */
 	n = sscanf(s, "%x:%32[0-9a-f]:%x:%x:%" SCNx64 ":%" SCNx64 ":%" SCNx64
-		   ":%x:%x:%x:%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
-		   &t.ring_size, &rkey, &wire, &mtu, &mode);
-	if ((n != 8 && n != 11) || strlen(gid) != 32)
+		   ":%x:%x:%x:%x:%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
+		   &t.ring_size, &rkey, &wire, &mtu, &mode, &caps);
+	if ((n != 8 && n != 11 && n != 12) || strlen(gid) != 32)
 		return -EPROTO;
 	for (i = 0; i < 16; i++) {
 		unsigned int b;
@@ -381,6 +384,7 @@ int ib_addr_parse(const char *s, struct ib_addr *a)
 	t.wire = wire;
 	t.mtu = mtu;
 	t.mode = mode;
+	t.caps = caps;
 	*a = t;
 	return 0;
 }

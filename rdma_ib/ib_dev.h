@@ -44,9 +44,10 @@ static inline int ib_dev_rd_atom(const struct ib_dev *d)
 
 /* What a peer needs to reach one of our QPs and write into our ring, and
  * what both ends must agree on.  The string form (ib_addr_format) is
- * "lid:gid:qpn:psn:ring:ctrl:ring_size:rkey:wire:mtu:mode" in hex; the last
- * three fields came later: a peer that sends only the first eight speaks
- * wire version 1 and its MTU and mode are unknown (0). */
+ * "lid:gid:qpn:psn:ring:ctrl:ring_size:rkey:wire:mtu:mode:caps" in hex;
+ * the last four fields came later: a peer that sends only the first eight
+ * speaks wire version 1 and its MTU and mode are unknown (0); one without
+ * caps handles none of the IB_CAP_* packets. */
 struct ib_addr {
 	uint16_t lid;
 	union ibv_gid gid;
@@ -57,7 +58,13 @@ struct ib_addr {
 	uint32_t mtu;			/* its largest path MTU: active MTU
 					 * capped by its RDMACH_IB_MTU */
 	uint32_t mode;			/* its ring mode + 1 (0: unknown) */
+	uint32_t caps;			/* IB_CAP_* it handles */
 };
+
+/* Optional packets a peer announces it handles; a rank sends them only to
+ * peers that do (older builds interoperate without them). */
+#define IB_CAP_SPIPE 0x1u		/* superpipeline (ib_spipe.h) */
+#define IB_CAPS IB_CAP_SPIPE		/* what this build handles */
 
 /* The ring protocol and address format; raise it on any change that a
  * peer of the previous version cannot follow.  (Defined from outside only

@@ -864,6 +864,7 @@ void ib_ep_local_addr(const struct ib_conn *ic, const struct ibv_qp *qp,
 	a->mtu = tl->qpp.mtu < tl->dev.active_mtu ? tl->qpp.mtu :
 		 tl->dev.active_mtu;
 	a->mode = tl->mode + 1;
+	a->caps = IB_CAPS;
 }
 
 int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
@@ -887,6 +888,7 @@ int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
 	ic->r_ring = r->ring;
 	ic->r_ctrl = r->ctrl;
 	ic->rkey = r->rkey;
+	ic->peer_caps = r->caps;
 	ring_tx_init(&ic->tx, ic->buf + tl->ring_size, tl->ring_size);
 	ic->small_max = tl->mode == RING_MODE_BASIC ? 0 :
 			ring_max_payload(tl->mode, tl->chunk, tl->ring_size);

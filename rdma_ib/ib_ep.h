@@ -65,6 +65,7 @@ struct ib_conn {
 	uint32_t psn;
 	uint64_t r_ring, r_ctrl;
 	uint32_t rkey;
+	uint32_t peer_caps;	/* IB_CAP_* the peer handles */
 	uint64_t tail_seen;	/* last explicit credit read from ctrl */
 	/* send queue */
 	unsigned int sq_free;

@@ -365,8 +365,13 @@ static int ib_connect(struct rdmach_tl *base, const int *peers, int npeers)
 		ret = ib_ep_connect(ic, &r);
 		if (ret)
 			return ret;
-		if (peers[i] != ctx->rank)
-			ib_log_path_mtu(tl, peers[i], &r);
+		if (peers[i] == ctx->rank)
+			continue;
+		ib_log_path_mtu(tl, peers[i], &r);
+		if (!(r.caps & IB_CAP_SPIPE))
+			rdmach_info("ib: rank %d predates the superpipeline: "
+				    "large messages to it go zero-copy or "
+				    "through the ring", peers[i]);
 	}
 	return 0;
 }

@@ -427,7 +427,7 @@ void ib_large_print(const struct ib_large *lg, FILE *out)
 		lg->tune.file);
 	fprintf(out, "B_copy(64K)       %10.3f GB/s\n", m->bcopy[0] / 1e9);
 	fprintf(out, "B_copy(1M)        %10.3f GB/s\n", m->bcopy[1] / 1e9);
-	fprintf(out, "B_copy(4M)        %10.3f GB/s\n", m->bcopy[2] / 1e9);
+	fprintf(out, "B_copy(1M memory) %10.3f GB/s\n", m->bcopy[2] / 1e9);
 	fprintf(out, "lambda_reg        %10.2f us\n", m->lat_reg * 1e6);
 	fprintf(out, "B_reg             %10.3f GB/s\n", m->breg / 1e9);
 	fprintf(out, "lambda_net        %10.2f us\n", m->lat_net * 1e6);

@@ -65,6 +65,8 @@ int ib_sp_room(const struct ib_conn *ic)
 {
 	const struct ib_large *lg = &ic->tl->large;
 
+	if (!(ic->peer_caps & IB_CAP_SPIPE))
+		return 0;	/* a peer from before the superpipeline */
 	return ic->sp.stage ||
 	       lg->mem_used + spipe_area_bytes(&ic->sp.tx.p) <= lg->mem_max;
 }

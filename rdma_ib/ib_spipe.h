@@ -80,8 +80,9 @@ static inline int ib_sp_tx_open(const struct ib_sp_conn *sp)
 	return sp->tx.left != 0;
 }
 
-/* Could a message start on this connection (its staging exists, or fits
- * under RDMACH_SPIPE_MEM_MAX)? */
+/* Could a message start on this connection (the peer handles the
+ * superpipeline, and its staging exists or fits under
+ * RDMACH_SPIPE_MEM_MAX)? */
 int ib_sp_room(const struct ib_conn *ic);
 
 /*

@@ -61,7 +61,7 @@ static int ib_tune_reg(struct ib_dev *dev, struct tune_machine *m)
 #endif
 	memset(buf, 3, len);
 	small = ib_tune_reg_once(dev, buf, IB_TUNE_REG_SMALL, 3);
-	large = ib_tune_reg_once(dev, buf, len, 3);
+	large = ib_tune_reg_once(dev, buf, len, 2);
 	free(buf);
 	if (small <= 0 || large <= 0)
 		return -EIO;
@@ -212,7 +212,7 @@ static void ib_tune_measure(struct ib_dev *dev, struct ib_tune *t)
 	t1 = rdmach_now_s();
 	t->step_s[IB_TUNE_STEP_REGION] = t1 - t0;
 	if (region)
-		tune_measure_copy(m, region, IB_TUNE_BUDGET_S / 4);
+		tune_measure_copy(m, region, IB_TUNE_BUDGET_S / 8);
 	else
 		rdmach_warn("ib: tuning: no memory to measure copies");
 	t->step_s[IB_TUNE_STEP_COPY] = rdmach_now_s() - t1;

@@ -1,7 +1,8 @@
 /*
  * ib_tune.h - what the large-message model (proto/tune.h) needs, measured
  * on this host and device at start-up (rdma_ib private, prefix ib_tune_):
- *   B_copy      memcpy at 64 KiB, 1 MiB and 4 MiB (proto/tune.c);
+ *   B_copy      memcpy at 64 KiB and 1 MiB in cache, 1 MiB from memory
+ *               (proto/tune.c);
  *   lambda_reg, B_reg   ibv_reg_mr + ibv_dereg_mr of 4 KiB and 1 MiB of
  *               ordinary (4 KiB-page) memory, best of a few;
  *   lambda_net, B_net, g   RDMA writes between two QPs of this device

@@ -23,7 +23,9 @@
  *     xhost rank R on HOST: ok: ...   or   xhost rank R on HOST: FAIL: ...
  * and exits 0 or 1; with -x reset, rank 0 then waits the bound (for the
  * others to report) and, if all went as expected, exits with 3: the job
- * lost ranks, so it ends in error, as an MPI job does.
+ * lost ranks, so it ends in error, as an MPI job does; the other ranks
+ * stay as long as any survivor's bound, so that none ends the job (Hydra
+ * does when a rank exits without PMI finalize) before rank 0 reported.
  *
  * usage: xhost_stream [-x ok|reset] [-c HOST] [-b BYTES] [-r MB/s]
  *                     [-a CMD] [-w SECONDS] [-B SECONDS] [-T SECONDS] [-o DIR]
@@ -88,6 +90,7 @@ static struct {
 	const char *action;
 	double action_wait_s;
 	uint64_t bound_ns, deadline_ns;
+	uint64_t linger_ns;		/* -x reset: how long a rank stays */
 	uint64_t t0;
 	pid_t action_pid;
 	int action_status;
@@ -499,6 +502,10 @@ int main(int argc, char **argv)
 	if (bound_s < 0 && cut > 1)
 		xs.bound_ns = bound_default_ns + (uint64_t)(cut - 1) *
 			      peer_ms * 1000000u;
+	xs.linger_ns = xs.bound_ns;
+	if (bound_s < 0 && xs.size > 2)
+		xs.linger_ns = bound_default_ns + (uint64_t)(xs.size - 2) *
+			       peer_ms * 1000000u;
 	if (xs.expect_reset)
 		xs_out("xhost rank %d on %s: %d pairs cross the fault, bound "
 		       "%.1f s\n", xs.rank, xs.host, cut, xs_s(xs.bound_ns));
@@ -625,6 +632,13 @@ int main(int argc, char **argv)
 	/* no PMI finalize after a fault: the server may have lost ranks */
 	if (!xs.expect_reset) {
 		rdmach_pmi_finalize(pmi);
+		return bad;
+	}
+	/* Hydra ends the job when any rank exits without PMI finalize: a rank
+	 * that saw its resets first stays until every survivor can have seen
+	 * its own (the largest bound: size - 1 pairs across the fault) */
+	if (xs.rank != 0 && !bad) {
+		usleep((useconds_t)(xs.linger_ns / 1000));
 		return bad;
 	}
 	/* -x reset: the job lost ranks, so it ends in error: rank 0 gives
