@@ -42,4 +42,13 @@ static inline double rdmach_now_s(void)
 	return (double)rdmach_now_ns() / 1e9;
 }
 
+/* A duration in ns as a struct timespec (nanosleep, futex timeouts). */
+static inline struct timespec rdmach_timespec_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000u),
+			       (long)(ns % 1000000000u) };
+
+	return ts;
+}
+
 #endif /* RDMACH_CORE_LOG_H */

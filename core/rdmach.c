@@ -977,8 +977,7 @@ int rdmach_wait(rdmach_ctx_t *ctx, uint64_t timeout_us)
 	}
 	core_wait.armed = 0;
 	if (!slept && timeout_ns) {
-		struct timespec ts = { (time_t)(timeout_ns / 1000000000u),
-				       (long)(timeout_ns % 1000000000u) };
+		struct timespec ts = rdmach_timespec_ns(timeout_ns);
 
 		nanosleep(&ts, NULL);
 	}

@@ -1745,8 +1745,7 @@ static void shm_wait(struct rdmach_tl *base, uint32_t token,
 		     uint64_t timeout_ns)
 {
 	struct shm_bell *b = &shm_seg_hdr(&shm_tl_of(base)->seg)->bell;
-	struct timespec ts = { (time_t)(timeout_ns / 1000000000u),
-			       (long)(timeout_ns % 1000000000u) };
+	struct timespec ts = rdmach_timespec_ns(timeout_ns);
 
 	if (timeout_ns)
 		shm_futex(&b->seq, FUTEX_WAIT, token, &ts);

@@ -782,6 +782,17 @@ static const char *const wake_env[] = { "RDMACH_SHM_WAKE", "1",
 #define WAKE_DELAY_US 100000u	/* the peer acts this long after */
 #define WAKE_LIMIT_US 10000000u	/* a sleep nobody ends */
 
+/* rdmach_wait(timeout_us) after an arm: how long it slept in us, or a
+ * negative value if it failed. */
+static long timed_wait_us(struct tst *t, uint64_t timeout_us)
+{
+	uint64_t t0 = rdmach_now_ns();
+
+	if (rdmach_wait(t->ctx, timeout_us))
+		return tst_fail(t, "rdmach_wait failed");
+	return (long)((rdmach_now_ns() - t0) / 1000u);
+}
+
 /* Arm, poll once (a put of iov if poll_put, else a get; it must move
  * nothing), tell the peer, sleep: the peer's action must end the sleep
  * early.  Returns the sleep in us, or a negative value on failure. */
@@ -789,7 +800,6 @@ static long sleep_until_rung(struct tst *t, rdmach_conn_t *c, int poll_put,
 			     struct iovec iov)
 {
 	volatile uint64_t *sh = t->shared;
-	uint64_t t0;
 	ssize_t n;
 
 	if (rdmach_wait_arm(t->ctx) != 1)
@@ -799,10 +809,7 @@ static long sleep_until_rung(struct tst *t, rdmach_conn_t *c, int poll_put,
 	if (n != 0)
 		return tst_fail(t, "the poll before the sleep moved %zd", n);
 	sh[WAKE_ARMED] = 1;
-	t0 = rdmach_now_ns();
-	if (rdmach_wait(t->ctx, WAKE_LIMIT_US))
-		return tst_fail(t, "rdmach_wait failed");
-	return (long)((rdmach_now_ns() - t0) / 1000u);
+	return timed_wait_us(t, WAKE_LIMIT_US);
 }
 
 static void wait_peer_armed(struct tst *t)
@@ -907,7 +914,6 @@ static int shm_wait_thread_and_off(struct tst *t)
 	struct iovec iov = { &byte, 1 };
 	rdmach_conn_t *c;
 	pthread_t th;
-	uint64_t t0;
 	long us;
 	int ret;
 
@@ -916,18 +922,14 @@ static int shm_wait_thread_and_off(struct tst *t)
 		return ret;
 	if (t->rank == 1) {
 		TST_CHECK_EQ(t, rdmach_wait_arm(t->ctx), 0);
-		t0 = rdmach_now_ns();
-		TST_CHECK0(t, rdmach_wait(t->ctx, 30000));
-		us = (long)((rdmach_now_ns() - t0) / 1000u);
+		us = timed_wait_us(t, 30000);
 		TST_CHECK(t, us >= 25000, "a 30 ms sleep lasted %ld us", us);
 		return tst_barrier(t);
 	}
 	TST_CHECK_EQ(t, rdmach_wait_arm(t->ctx), 1);
 	TST_CHECK_EQ(t, rdmach_get(c, &iov, 1), 0);
 	TST_CHECK0(t, pthread_create(&th, NULL, wake_later, t->ctx));
-	t0 = rdmach_now_ns();
-	TST_CHECK0(t, rdmach_wait(t->ctx, WAKE_LIMIT_US));
-	us = (long)((rdmach_now_ns() - t0) / 1000u);
+	us = timed_wait_us(t, WAKE_LIMIT_US);
 	pthread_join(th, NULL);
 	if (check_woken(t, us, "rdmach_wake"))
 		return -1;
