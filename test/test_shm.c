@@ -347,6 +347,8 @@ static int shm_line_ring_order(struct tst *t)
 
 /* ---- copy area (large puts in two overlapped copies) ------------------- */
 
+#define TST_AREA_NP 17	/* shm_pipe_area_auto: past the 16 of the auto area */
+
 /* Small copy-area settings: 1 KiB threshold, 4 slots of 2 KiB, first chunk
  * 256 B (chunks 256, 512, 1K, 2K, 2K...), a 16 KiB main ring. */
 #define PIPE_ENV "RDMACH_SHM_PIPE_THRESHOLD", "1K", \
@@ -481,6 +483,58 @@ static int shm_pipe_bidir(struct tst *t)
 	tst_stream_free(&s[0]);
 	tst_stream_free(&s[1]);
 	return ret ? ret : tst_barrier(t);
+}
+
+/* RDMACH_SHM_PIPE_AREA=auto: 512 KiB copy areas while the host runs at
+ * most 16 of the job's processes, 256 KiB beyond (as the info log says);
+ * with 17, every other rank streams large puts into rank 0 at once
+ * through the smaller areas, byte-exact. */
+static int shm_pipe_area_auto(struct tst *t)
+{
+	struct tst_shape sh = { .min_call = 1, .max_call = 200000,
+				.min_pieces = 1, .max_pieces = 3, .gaps = 1 };
+	uint64_t bytes = tst_scaled(1u << 20, 200000);
+	struct tst_stream s[TST_AREA_NP];
+	struct tst_capture cap;
+	char log[8192], want[64];
+	rdmach_stats_t st;
+	int i, n = 0, ret, err;
+
+	setenv("RDMACH_SHM_CMA", "0", 1);
+	setenv("RDMACH_VERBOSE", "2", 1);
+	err = tst_capture_begin(&cap, 0);
+	if (err)
+		return tst_fail(t, "capture: %s", rdmach_strerror(err));
+	err = tst_connect(t, &t->ctx);
+	tst_capture_end(t, &cap, log, sizeof(log));
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	snprintf(want, sizeof(want), "copy area %d KiB per local peer (%d "
+		 "local processes)", t->size > 16 ? 256 : 512, t->size);
+	TST_CHECK(t, strstr(log, want) != NULL, "\"%s\" not in the log:\n%s",
+		  want, log);
+	for (i = 1; i < t->size; i++) {
+		rdmach_conn_t *c = tst_conn(t, t->rank ? 0 : i);
+
+		if (!c || shm_only(t, c))
+			return c ? TST_SKIP : -1;
+		if (t->rank == 0 || n == 0)
+			tst_stream_init(&s[n++], c, t->rank ? 0 : i,
+					t->rank != 0,
+					tst_stream_seed(t, t->rank ? t->rank : i,
+							0),
+					bytes, &sh);
+	}
+	ret = tst_run(t, s, n);
+	for (i = 0; i < n; i++)
+		tst_stream_free(&s[i]);
+	if (ret)
+		return ret;
+	if (t->rank) {
+		TST_CHECK(t, !rdmach_conn_stats(tst_conn(t, 0), &st), "stats");
+		TST_CHECK(t, st.pipelined_msgs > 0, "no copy-area message");
+	}
+	return tst_barrier(t);
 }
 
 /* The choice per message (RDMACH_SHM_CMA_USE=cold: CMA for puts not
@@ -777,7 +831,8 @@ static int shm_peer_death_put(struct tst *t)
 /* ---- idle waits ---------------------------------------------------------- */
 
 static const char *const wake_env[] = { "RDMACH_SHM_WAKE", "1",
-	"RDMACH_SHM_RING_SIZE", "4096", "RDMACH_SHM_CMA", "0", NULL };
+	"RDMACH_SHM_RING_SIZE", "4096", "RDMACH_SHM_CMA", "0",
+	"RDMACH_SHM_PIPE", "0", NULL };
 #define WAKE_ARMED 1u		/* t->shared[WAKE_ARMED]: the sleeper armed */
 #define WAKE_DELAY_US 100000u	/* the peer acts this long after */
 #define WAKE_LIMIT_US 10000000u	/* a sleep nobody ends */
@@ -1092,6 +1147,8 @@ static const struct tst_case shm_cases[] = {
 	  NULL, { 0 } },
 	{ "shm_pipe_choice", 2, shm_pipe_choice, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
+	{ "shm_pipe_area_auto", TST_AREA_NP, shm_pipe_area_auto,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_pipe_death_writer", 2, shm_pipe_death_writer,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_pipe_death_reader", 2, shm_pipe_death_reader,
