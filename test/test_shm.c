@@ -498,6 +498,7 @@ static int shm_pipe_area_auto(struct tst *t)
 	struct tst_capture cap;
 	char log[8192], want[64];
 	rdmach_stats_t st;
+	rdmach_conn_t *c;
 	int i, n = 0, ret, err;
 
 	setenv("RDMACH_SHM_CMA", "0", 1);
@@ -509,15 +510,17 @@ static int shm_pipe_area_auto(struct tst *t)
 	tst_capture_end(t, &cap, log, sizeof(log));
 	if (err)
 		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	c = tst_conn(t, t->rank ? 0 : 1);
+	if (!c || shm_only(t, c))
+		return c ? TST_SKIP : -1;
 	snprintf(want, sizeof(want), "copy area %d KiB per local peer (%d "
 		 "local processes)", t->size > 16 ? 256 : 512, t->size);
 	TST_CHECK(t, strstr(log, want) != NULL, "\"%s\" not in the log:\n%s",
 		  want, log);
 	for (i = 1; i < t->size; i++) {
-		rdmach_conn_t *c = tst_conn(t, t->rank ? 0 : i);
-
-		if (!c || shm_only(t, c))
-			return c ? TST_SKIP : -1;
+		c = tst_conn(t, t->rank ? 0 : i);
+		if (!c)
+			return -1;
 		if (t->rank == 0 || n == 0)
 			tst_stream_init(&s[n++], c, t->rank ? 0 : i,
 					t->rank != 0,
