@@ -180,6 +180,16 @@ static uint64_t xs_env_ms(const char *name, uint64_t dflt)
 }
 
 /* "64K", "8M", "1G" or a plain number. */
+/* How long a survivor may take to see resets from `pairs` dead peers: a
+ * silent peer is probed after T/2 and declared dead T later (1.5 T); a get
+ * that waits for a zero-copy read from one dead peer holds up the others'
+ * probes by up to T each; 3 s for the emulated CPU. */
+static uint64_t xs_bound_ns(uint64_t peer_ms, int pairs)
+{
+	return peer_ms * 1500000u + 3000000000u +
+	       (uint64_t)(pairs > 1 ? pairs - 1 : 0) * peer_ms * 1000000u;
+}
+
 static uint64_t xs_size(const char *s)
 {
 	char *end;
@@ -393,7 +403,7 @@ int main(int argc, char **argv)
 	struct xs_peer *p;
 	uint8_t *gbuf;
 	int i, c, ret, bad = 0, cut = 0, nshm = 0, nib = 0;
-	uint64_t now, last_move, bound_default_ns, last_report = 0;
+	uint64_t now, last_move, last_report = 0;
 
 	xs.bytes = 8u << 20;
 	while ((c = getopt(argc, argv, "x:c:b:r:a:w:B:T:o:vh")) != -1) {
@@ -421,9 +431,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);	/* Hydra's proxy may go first */
 	gethostname(xs.host, sizeof(xs.host) - 1);
-	bound_default_ns = peer_ms * 1500000u + 3000000000u;
 	xs.bound_ns = bound_s >= 0 ? (uint64_t)(bound_s * 1e9) :
-		      bound_default_ns;
+		      xs_bound_ns(peer_ms, 1);
 	ret = rdmach_pmi_init(&pmi, &oob);
 	if (ret) {
 		fprintf(stderr, "xhost: PMI: %s (start me with mpiexec)\n",
@@ -495,17 +504,13 @@ int main(int argc, char **argv)
 		xs_out("xhost rank %d on %s: shm to %d ranks on this host, ib "
 		       "to %d on others\n", xs.rank, xs.host, nshm, nib);
 	}
-	/* the bound: a silent peer is probed after T/2 and declared dead T
-	 * later (1.5 T); a get that waits for a zero-copy read from one dead
-	 * peer holds up the others' probes by up to T each; 3 s for the
-	 * emulated CPU */
-	if (bound_s < 0 && cut > 1)
-		xs.bound_ns = bound_default_ns + (uint64_t)(cut - 1) *
-			      peer_ms * 1000000u;
+	/* the bound for the pairs this rank has across the fault; a rank
+	 * lingers for the largest any rank can have (size - 1 pairs) */
 	xs.linger_ns = xs.bound_ns;
-	if (bound_s < 0 && xs.size > 2)
-		xs.linger_ns = bound_default_ns + (uint64_t)(xs.size - 2) *
-			       peer_ms * 1000000u;
+	if (bound_s < 0) {
+		xs.bound_ns = xs_bound_ns(peer_ms, cut);
+		xs.linger_ns = xs_bound_ns(peer_ms, xs.size - 1);
+	}
 	if (xs.expect_reset)
 		xs_out("xhost rank %d on %s: %d pairs cross the fault, bound "
 		       "%.1f s\n", xs.rank, xs.host, cut, xs_s(xs.bound_ns));
