@@ -243,14 +243,18 @@ static inline struct shm_tl *shm_tl_of(struct rdmach_tl *tl)
 	return (struct shm_tl *)tl;
 }
 
-/* memcpy without the call for what fits in a line (most messages of an
- * MPI program): two overlapping moves of a power-of-two size. */
+/* memcpy without the call for what fits in one ring line with its header
+ * (most messages of an MPI program): two overlapping moves of a
+ * power-of-two size.  Longer copies go to memcpy: a 64-byte payload
+ * copied inline (16-byte moves, one of them split across the packet's
+ * two lines) made MPI_Alltoall of 32 B per pair 0.74 us against 0.62 us
+ * with memcpy (2 ranks). */
 static inline void shm_copy(void *dst, const void *src, size_t len)
 {
 	char *d = dst;
 	const char *s = src;
 
-	if (len > SHM_LINE) {
+	if (len > SHM_LINE - SHM_HDR) {
 		memcpy(d, s, len);
 	} else if (len >= 32) {
 		memcpy(d, s, 32);
