@@ -34,6 +34,7 @@ static int vc_attach(MPIDI_VC_t *vc, int rank)
 	vc->ch.tx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
 	vc->ch.rx_buf = MPL_malloc(MPIDI_CH3I_Rx_staging_size(), MPL_MEM_BUFFER);
 	vc->ch.rx_pos = vc->ch.rx_len = 0;
+	vc->ch.rx_ahead = MPIDI_CH3I_Rx_staging_size();
 	if (!vc->ch.rx_pkt || !vc->ch.tx_pkt || !vc->ch.rx_buf)
 		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
 					    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);

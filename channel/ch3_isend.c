@@ -10,16 +10,6 @@
 
 #define HDR_SZ ((intptr_t) sizeof(MPIDI_CH3_Pkt_t))
 
-/* Bytes in iov[0..n). */
-static size_t iov_total(const struct iovec *iov, int n)
-{
-	size_t total = 0;
-
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
-	return total;
-}
-
 /* Start loading the first line of each payload piece (iov[1..n)) while
  * the header is staged and the put set up: a send buffer not in cache
  * (an application walking its data) otherwise stalls the put's copy for
@@ -83,7 +73,7 @@ static int start_msg(MPIDI_VC_t *vc, struct iovec *iov, int n, MPIR_Request **sr
 		mpi_errno = MPIDI_CH3I_Rdma_put(vc, iov, n, &nb);
 		if (mpi_errno)
 			return mpi_errno;
-		if (nb == iov_total(iov, n))
+		if (nb == MPIDI_CH3I_Iov_bytes(iov, n))
 			return MPI_SUCCESS;
 	}
 
@@ -179,7 +169,7 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 	mpi_errno = MPIDI_CH3I_Rdma_put(vc, sreq->dev.iov, sreq->dev.iov_count, &nb);
 	if (mpi_errno)
 		return mpi_errno;
-	if (nb < iov_total(sreq->dev.iov, sreq->dev.iov_count)) {
+	if (nb < MPIDI_CH3I_Iov_bytes(sreq->dev.iov, sreq->dev.iov_count)) {
 		set_request_iov(sreq, sreq->dev.iov, sreq->dev.iov_count, nb);
 		return MPIDI_CH3I_Rdma_enqueue(vc, sreq);
 	}

@@ -31,7 +31,8 @@ static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 	[CH3_K_RX_STAGING] = { "RDMACH_CH3_RX_STAGING", RDMACH_KNOB_SIZE,
 		"1K", 160, 1u << 20,
 		"bytes a VC reads ahead per get when it looks for the next "
-		"packet header (at least two CH3 packet headers)" },
+		"packet header (at least two CH3 packet headers; two headers' "
+		"worth after a packet that left at least this much to read)" },
 	[CH3_K_FAIL_GRACE] = { "RDMACH_CH3_FAIL_GRACE_MS", RDMACH_KNOB_UINT,
 		"1000", 0, 60000,
 		"after a connection fails (peer died, link down), wait this long "

@@ -48,7 +48,16 @@
  *                              several small packets at once; payload
  *                              beyond it is read straight into the
  *                              receive buffer
+ * After a packet whose payload left at least that much to read beyond the
+ * staged bytes, the next get reads only two headers' worth
+ * (RX_AHEAD_LARGE), so that a stream of large messages has its payloads
+ * copied once, straight into the receive buffers, rather than a staging
+ * buffer's worth of each twice (2 processes, 7 interleaved rounds:
+ * cache-cold latency at 2-4 KiB 0.89-0.92x, cold bibw at 2-8 KiB
+ * 1.04-1.17x, hot sizes even).  Small messages keep the full read-ahead:
+ * reading only a header first made 256 B-1 KiB latency 1.13-1.25x.
  */
+#define RX_AHEAD_LARGE (2 * HDR_SZ)
 #define MPIDI_CH3I_LOCK_YIELD_SPINS 64u
 #define MPIDI_CH3I_HOOK_PASSES 4u	/* progress hooks run every 4th pass */
 static struct {
@@ -336,7 +345,7 @@ static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
 		vcch->rx_len = unread;
 	}
 	iov.iov_base = vcch->rx_buf + unread;
-	iov.iov_len = idle_policy.rx_staging - unread;
+	iov.iov_len = (vcch->rx_ahead > unread ? vcch->rx_ahead : idle_policy.rx_staging) - unread;
 	mpi_errno = rdma_get(vc, &iov, 1, nb);
 	if (!mpi_errno)
 		vcch->rx_len += *nb;
@@ -382,9 +391,14 @@ static __attribute__((noinline)) int handle_packet(MPIDI_VC_t *vc, size_t hdr_le
 	if (mpi_errno)
 		return mpi_errno;
 	vcch->rx_pos += (size_t) buflen;
+	vcch->rx_ahead = idle_policy.rx_staging;
 	if (rreq) {
 		rreq->dev.iov_offset = 0;
 		vcch->recv_active = rreq;
+		/* the staged bytes go to rreq first; what is left after them */
+		if (MPIDI_CH3I_Iov_bytes(rreq->dev.iov, rreq->dev.iov_count) >=
+		    vcch->rx_len - vcch->rx_pos + idle_policy.rx_staging)
+			vcch->rx_ahead = RX_AHEAD_LARGE;
 	}
 	return MPI_SUCCESS;
 }

@@ -69,6 +69,16 @@ static inline void MPIDI_CH3I_Wire_decode(void *hdr)
 	memcpy(hdr, &w, sizeof(w));
 }
 
+/* Bytes in iov[0..n). */
+static inline size_t MPIDI_CH3I_Iov_bytes(const struct iovec *iov, int n)
+{
+	size_t total = 0;
+
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	return total;
+}
+
 /* The rdmach context of this process (one per MPI job). */
 extern rdmach_ctx_t *MPIDI_CH3I_rdma_ctx;
 

@@ -38,6 +38,7 @@ typedef struct MPIDI_CH3I_VC {
 	int polled;			/* in the progress engine's poll list */
 	int terminate_pending;		/* CH3 closed the VC; sendq not empty */
 	int terminated;			/* closed: no longer polled */
+	size_t rx_ahead;		/* bytes the next refill reads up to */
 } MPIDI_CH3I_VC;
 
 #define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;

@@ -112,6 +112,48 @@ static void ring_any_source(int rank, int np, size_t size)
 	free(r);
 }
 
+/* Messages of mixed sizes back to back from every rank to the next, all
+ * in flight at once, some received before they arrive and some after:
+ * the receiver's read-ahead changes between a header's worth (after a
+ * large payload) and its whole staging buffer (after a small one) inside
+ * one stream. */
+static void mixed_stream(int rank, int np)
+{
+	static const size_t sizes[] = { 3000, 1, 40000, 64, 1100, 0, 9000, 200,
+					2049, 2047, 100000, 16, 5000, 5000, 1023 };
+	enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+	int next = (rank + 1) % np, prev = (rank + np - 1) % np;
+	unsigned char *s[N], *r[N];
+	MPI_Request req[2 * N];
+	MPI_Status st[2 * N];
+	int k = 0;
+
+	for (int i = 0; i < N; i++) {
+		s[i] = malloc(sizes[i] + 1);
+		r[i] = malloc(sizes[i] + 1);
+		memset(r[i], 0xee, sizes[i] + 1);
+		fill(s[i], sizes[i], rank, next, 50 + i);
+		if (i % 2 == 0)	/* posted before the data comes */
+			MPI_Irecv(r[i], (int)sizes[i], MPI_BYTE, prev, 50 + i,
+				  MPI_COMM_WORLD, &req[k++]);
+	}
+	for (int i = 0; i < N; i++)
+		MPI_Isend(s[i], (int)sizes[i], MPI_BYTE, next, 50 + i, MPI_COMM_WORLD,
+			  &req[k++]);
+	for (int i = 1; i < N; i += 2)	/* unexpected by now, most of them */
+		MPI_Irecv(r[i], (int)sizes[i], MPI_BYTE, prev, 50 + i, MPI_COMM_WORLD,
+			  &req[k++]);
+	MPI_Waitall(k, req, st);
+	for (int i = 0; i < N; i++) {
+		check(r[i], sizes[i], prev, rank, 50 + i, "mixed");
+		if (r[i][sizes[i]] != 0xee && errors++ < 10)
+			fprintf(stderr, "rank %d: mixed: overrun past %zu bytes\n", rank,
+				sizes[i]);
+		free(s[i]);
+		free(r[i]);
+	}
+}
+
 /* Strided (non-contiguous) vector both ways: every other 8-byte block. */
 static void strided(int rank, int np, size_t size)
 {
@@ -161,6 +203,8 @@ int main(int argc, char **argv)
 		/* odd sizes hit partial ring packets */
 		all_pairs(rank, np, size + 3, 1, 0);
 	}
+	for (int i = 0; i < 10; i++)
+		mixed_stream(rank, np);
 	/* 1 MB buffers malloc-ed (mmap-ed) and freed again and again: the
 	 * same addresses come back with new pages (registration cache
 	 * invalidation) */
