@@ -41,6 +41,16 @@ static void check(const unsigned char *buf, size_t n, int src, int dst, int seq,
 	}
 }
 
+/* check() of a receive buffer of n bytes and its guard byte after them
+ * (0xee): nothing written past the message. */
+static void check_guarded(const unsigned char *buf, size_t n, int src, int dst, int seq,
+			  const char *what)
+{
+	check(buf, n, src, dst, seq, what);
+	if (buf[n] != 0xee && errors++ < 10)
+		fprintf(stderr, "rank %d: %s: overrun past %zu bytes\n", dst, what, n);
+}
+
 /* All-pairs non-blocking exchange of `size` bytes, `depth` messages per
  * pair in flight. */
 static void all_pairs(int rank, int np, size_t size, int depth, int sync)
@@ -79,9 +89,7 @@ static void all_pairs(int rank, int np, size_t size, int depth, int sync)
 		for (int d = 0; d < depth; d++) {
 			int i = p * depth + d;
 
-			check(rbuf[i], size, p, rank, d, sync ? "issend" : "isend");
-			if (rbuf[i][size] != 0xee && errors++ < 10)
-				fprintf(stderr, "rank %d: overrun past %zu bytes\n", rank, size);
+			check_guarded(rbuf[i], size, p, rank, d, sync ? "issend" : "isend");
 			free(rbuf[i]);
 			free(sbuf[i]);
 		}
@@ -145,10 +153,7 @@ static void mixed_stream(int rank, int np)
 			  &req[k++]);
 	MPI_Waitall(k, req, st);
 	for (int i = 0; i < N; i++) {
-		check(r[i], sizes[i], prev, rank, 50 + i, "mixed");
-		if (r[i][sizes[i]] != 0xee && errors++ < 10)
-			fprintf(stderr, "rank %d: mixed: overrun past %zu bytes\n", rank,
-				sizes[i]);
+		check_guarded(r[i], sizes[i], prev, rank, 50 + i, "mixed");
 		free(s[i]);
 		free(r[i]);
 	}

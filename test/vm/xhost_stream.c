@@ -179,7 +179,6 @@ static uint64_t xs_env_ms(const char *name, uint64_t dflt)
 	return s && *s ? strtoull(s, NULL, 10) : dflt;
 }
 
-/* "64K", "8M", "1G" or a plain number. */
 /* How long a survivor may take to see resets from `pairs` dead peers: a
  * silent peer is probed after T/2 and declared dead T later (1.5 T); a get
  * that waits for a zero-copy read from one dead peer holds up the others'
@@ -190,6 +189,7 @@ static uint64_t xs_bound_ns(uint64_t peer_ms, int pairs)
 	       (uint64_t)(pairs > 1 ? pairs - 1 : 0) * peer_ms * 1000000u;
 }
 
+/* "64K", "8M", "1G" or a plain number. */
 static uint64_t xs_size(const char *s)
 {
 	char *end;
