@@ -51,6 +51,7 @@ static MPIR_Request *create_send_request(void)
 		return NULL;
 	MPIR_Object_set_ref(sreq, 2);
 	sreq->dev.OnDataAvail = NULL;
+	sreq->ch.put_ticket = 0;
 	return sreq;
 }
 
@@ -156,17 +157,18 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	size_t nb = 0;
-	int mpi_errno, complete;
+	int mpi_errno, more;
 
 	prefetch_payload(iov, n);
 	MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base, iov[0].iov_len);
 	iov[0].iov_base = &sreq->dev.pending_pkt;
 	set_request_iov(sreq, iov, n, 0);
+	sreq->ch.put_ticket = 0;
 
 	if (!MPIDI_CH3I_SendQ_empty(vcch))
 		return MPIDI_CH3I_Rdma_enqueue(vc, sreq);
 
-	mpi_errno = MPIDI_CH3I_Rdma_put(vc, sreq->dev.iov, sreq->dev.iov_count, &nb);
+	mpi_errno = MPIDI_CH3I_Rdma_put_req(vc, sreq, sreq->dev.iov, sreq->dev.iov_count, &nb);
 	if (mpi_errno)
 		return mpi_errno;
 	if (nb < MPIDI_CH3I_Iov_bytes(sreq->dev.iov, sreq->dev.iov_count)) {
@@ -174,13 +176,11 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 		return MPIDI_CH3I_Rdma_enqueue(vc, sreq);
 	}
 
-	/* all sent: let CH3 load more (non-contiguous data) or complete */
-	if (!sreq->dev.OnDataAvail)
-		return MPID_Request_complete(sreq);
-	mpi_errno = sreq->dev.OnDataAvail(vc, sreq, &complete);
-	if (mpi_errno || complete)
+	/* all sent: complete (now, or once the peer has read it), or let CH3
+	 * load more (non-contiguous data) */
+	mpi_errno = MPIDI_CH3I_Rdma_put_finish(vc, sreq, &more);
+	if (mpi_errno || !more)
 		return mpi_errno;
-	sreq->dev.iov_offset = 0;
 	return MPIDI_CH3I_Rdma_enqueue(vc, sreq);
 }
 

@@ -233,7 +233,9 @@ static int iov_advance(struct iovec *iov, int n, size_t *off, size_t nb)
 	return i == (size_t) n;
 }
 
-int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb)
+/* rdmach_put, or rdmach_put_deferred when ticket is given (*ticket: 0,
+ * or the ticket of bytes taken by reference). */
+static int rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb, uint64_t *ticket)
 {
 	ssize_t rc;
 
@@ -241,11 +243,17 @@ int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb)
 		return MPIDI_CH3I_Rdma_error(vc, "put", -EPIPE);
 	if (unlikely(!vc->ch.polled))
 		poll_self(vc);
-	rc = rdmach_put(vc->ch.conn, iov, n);
+	rc = ticket ? rdmach_put_deferred(vc->ch.conn, iov, n, ticket) :
+		rdmach_put(vc->ch.conn, iov, n);
 	if (rc < 0)
 		return MPIDI_CH3I_Rdma_error(vc, "put", rc);
 	*nb = (size_t) rc;
 	return MPI_SUCCESS;
+}
+
+int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb)
+{
+	return rdma_put(vc, iov, n, nb, NULL);
 }
 
 int MPIDI_CH3I_Rdma_enqueue(MPIDI_VC_t *vc, MPIR_Request *sreq)
@@ -272,6 +280,71 @@ static int request_data_done(MPIDI_VC_t *vc, MPIR_Request *req, int *more)
 	return mpi_errno;
 }
 
+/* MPIDI_CH3I_Rdma_put for sreq's own iovec, letting rdmach take the
+ * bytes by reference (rdmach_put_deferred) when sreq owns all of them
+ * until it completes: nothing follows them (no OnDataAvail) and no piece
+ * is the VC's staged header, which the next send overwrites.  A ticket is
+ * kept in sreq (tickets only grow); see MPIDI_CH3I_Rdma_put_finish. */
+int MPIDI_CH3I_Rdma_put_req(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n,
+			    size_t *nb)
+{
+	uintptr_t staged = (uintptr_t) vc->ch.tx_pkt;
+	uint64_t ticket = 0;
+	int mpi_errno;
+
+	if (sreq->dev.OnDataAvail || (uintptr_t) iov[0].iov_base - staged < HDR_SZ)
+		return rdma_put(vc, iov, n, nb, NULL);
+	mpi_errno = rdma_put(vc, iov, n, nb, &ticket);
+	if (ticket)
+		sreq->ch.put_ticket = ticket;
+	return mpi_errno;
+}
+
+/* Every byte of sreq is put: complete it, or -- when the peer still reads
+ * some from its buffer -- move it to the VC's zero-copy list, completed
+ * by complete_zcopy.  *more: CH3 refilled the iovec (more to put). */
+int MPIDI_CH3I_Rdma_put_finish(MPIDI_VC_t *vc, MPIR_Request *sreq, int *more)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+
+	if (!sreq->ch.put_ticket)
+		return request_data_done(vc, sreq, more);
+	*more = 0;
+	MPIR_Request_add_ref(sreq);
+	sreq->ch.zc_next = NULL;
+	if (vcch->zc_tail)
+		vcch->zc_tail->ch.zc_next = sreq;
+	else
+		vcch->zc_head = sreq;
+	vcch->zc_tail = sreq;
+	return MPI_SUCCESS;
+}
+
+/* Complete the sends of vc's zero-copy list whose bytes the peer has
+ * read (rdmach_put_done also notices a peer that died first). */
+static __attribute__((noinline)) int complete_zcopy(MPIDI_VC_t *vc, int *progressed)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	MPIR_Request *sreq;
+	uint64_t done;
+	int rc, mpi_errno = MPI_SUCCESS;
+
+	rc = rdmach_put_done(vcch->conn, &done);
+	if (rc < 0)
+		return MPIDI_CH3I_Rdma_error(vc, "zero-copy put", rc);
+	while ((sreq = vcch->zc_head) != NULL && sreq->ch.put_ticket <= done) {
+		vcch->zc_head = sreq->ch.zc_next;
+		if (!vcch->zc_head)
+			vcch->zc_tail = NULL;
+		*progressed = 1;
+		mpi_errno = MPID_Request_complete(sreq);
+		MPIR_Request_free(sreq);
+		if (mpi_errno)
+			break;
+	}
+	return mpi_errno;
+}
+
 static __attribute__((noinline)) int drain_sendq(MPIDI_VC_t *vc, int *progressed)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
@@ -283,8 +356,8 @@ static __attribute__((noinline)) int drain_sendq(MPIDI_VC_t *vc, int *progressed
 		size_t off = sreq->dev.iov_offset;
 
 		if (off < (size_t) sreq->dev.iov_count) {
-			mpi_errno = MPIDI_CH3I_Rdma_put(vc, sreq->dev.iov + off,
-							sreq->dev.iov_count - (int) off, &nb);
+			mpi_errno = MPIDI_CH3I_Rdma_put_req(vc, sreq, sreq->dev.iov + off,
+							    sreq->dev.iov_count - (int) off, &nb);
 			if (mpi_errno || nb == 0)
 				break;
 			*progressed = 1;
@@ -294,13 +367,14 @@ static __attribute__((noinline)) int drain_sendq(MPIDI_VC_t *vc, int *progressed
 			}
 			sreq->dev.iov_offset = off;
 		}
-		mpi_errno = request_data_done(vc, sreq, &more);
+		mpi_errno = MPIDI_CH3I_Rdma_put_finish(vc, sreq, &more);
 		if (mpi_errno)
 			break;
 		if (!more)
 			MPIDI_CH3I_SendQ_dequeue(vcch);
 	}
-	if (!mpi_errno && vcch->terminate_pending && MPIDI_CH3I_SendQ_empty(vcch)) {
+	if (!mpi_errno && vcch->terminate_pending && MPIDI_CH3I_SendQ_empty(vcch) &&
+	    !vcch->zc_head) {
 		vcch->terminate_pending = 0;
 		vcch->terminated = 1;
 		mpi_errno = MPIDI_CH3U_Handle_connection(vc, MPIDI_VC_EVENT_TERMINATED);
@@ -524,6 +598,11 @@ static int progress_pass(int *progressed)
 			next_poll_vc = 0;
 		if (vc->ch.terminated)
 			continue;
+		if (vc->ch.zc_head) {
+			mpi_errno = complete_zcopy(vc, progressed);
+			if (mpi_errno)
+				break;
+		}
 		if (!MPIDI_CH3I_SendQ_empty(&vc->ch) || vc->ch.terminate_pending) {
 			mpi_errno = drain_sendq(vc, progressed);
 			if (mpi_errno)
@@ -645,10 +724,11 @@ int MPIDI_CH3I_Rdma_flush(void)
 		for (int i = 0; i < pg->size && !mpi_errno; i++) {
 			MPIDI_VC_t *vc = &pg->vct[i];
 
-			if (vc->ch.conn && !MPIDI_CH3I_SendQ_empty(&vc->ch)) {
+			if (vc->ch.conn && !MPIDI_CH3I_SendQ_empty(&vc->ch))
 				mpi_errno = drain_sendq(vc, &progressed);
-				pending |= !MPIDI_CH3I_SendQ_empty(&vc->ch);
-			}
+			if (vc->ch.conn && vc->ch.zc_head && !mpi_errno)
+				mpi_errno = complete_zcopy(vc, &progressed);
+			pending |= !MPIDI_CH3I_SendQ_empty(&vc->ch) || vc->ch.zc_head;
 		}
 		if (pending && !progressed)
 			rdmach_progress(MPIDI_CH3I_rdma_ctx);
@@ -660,7 +740,7 @@ int MPIDI_CH3_Connection_terminate(MPIDI_VC_t *vc)
 {
 	/* CH3's close handshake is over for vc; report it once every byte
 	 * queued to the peer (the last CLOSE ack) is out. */
-	if (!MPIDI_CH3I_SendQ_empty(&vc->ch)) {
+	if (!MPIDI_CH3I_SendQ_empty(&vc->ch) || vc->ch.zc_head) {
 		vc->ch.terminate_pending = 1;
 		return MPI_SUCCESS;
 	}

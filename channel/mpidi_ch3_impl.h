@@ -117,6 +117,9 @@ int MPIDI_CH3I_Progress_connected(void);
 int MPIDI_CH3I_Progress_finalize(void);
 /* Put as much of iov[0..n) on vc as rdmach accepts now; *nb = bytes taken. */
 int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb);
+int MPIDI_CH3I_Rdma_put_req(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n,
+			    size_t *nb);
+int MPIDI_CH3I_Rdma_put_finish(MPIDI_VC_t *vc, MPIR_Request *sreq, int *more);
 /* Queue sreq (its dev.iov already set up) behind vc's other sends. */
 int MPIDI_CH3I_Rdma_enqueue(MPIDI_VC_t *vc, MPIR_Request *sreq);
 /* An MPI error code for a failed rdmach call on vc. */

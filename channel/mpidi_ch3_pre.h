@@ -39,9 +39,23 @@ typedef struct MPIDI_CH3I_VC {
 	int terminate_pending;		/* CH3 closed the VC; sendq not empty */
 	int terminated;			/* closed: no longer polled */
 	size_t rx_ahead;		/* bytes the next refill reads up to */
+	/* Sends whose last bytes rdmach took by reference (the peer reads
+	 * them from the buffer): completed, in ticket order, once
+	 * rdmach_put_done reaches their ticket. */
+	struct MPIR_Request *zc_head;
+	struct MPIR_Request *zc_tail;
 } MPIDI_CH3I_VC;
 
 #define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;
+
+/* Per-request channel state: a send's rdmach_put_deferred ticket and its
+ * link in its VC's zero-copy list (apart from next, the send queue's:
+ * a request moves from one to the other). */
+#define MPIDI_CH3_REQUEST_DECL					\
+	struct MPIDI_CH3I_Request {				\
+		uint64_t put_ticket;				\
+		struct MPIR_Request *zc_next;			\
+	} ch;
 
 typedef struct MPIDI_CH3I_Progress_state {
 	int completion_count;

@@ -878,6 +878,63 @@ ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 	return n;
 }
 
+ssize_t rdmach_put_deferred(rdmach_conn_t *conn, const struct iovec *iov,
+			    int iovcnt, uint64_t *ticket)
+{
+	const struct rdmach_tl_ops *ops;
+	uint64_t t = 0;
+	size_t total;
+	ssize_t n;
+	int ret;
+
+	if (!ticket)
+		return -EINVAL;
+	ret = core_check_call(conn, iov, iovcnt, &total);
+	if (ret)
+		return ret;
+	if (conn->err)
+		return conn->err;
+	ops = conn->tl->ops;
+	if (!total)
+		n = 0;
+	else if (ops->put_deferred)
+		n = ops->put_deferred(conn, iov, iovcnt, total, &t);
+	else
+		n = ops->put(conn, iov, iovcnt, total);
+	core_put_done(conn, n);
+	if (n >= 0)
+		*ticket = t;
+	return n;
+}
+
+/* A pending deferred put that is not read is a stall like a put that
+ * takes nothing: warned of after RDMACH_STALL_WARN_MS. */
+int rdmach_put_done(rdmach_conn_t *conn, uint64_t *done)
+{
+	uint64_t d = 0;
+	int ret = 0;
+
+	if (!done)
+		return -EINVAL;
+	if (!core_conn_live(conn))
+		return conn ? -EBADF : -EINVAL;
+	if (!conn->tl)
+		return -ENOTCONN;
+	if (conn->tl->ops->put_done)
+		ret = conn->tl->ops->put_done(conn, &d);
+	if (ret < 0)
+		return ret;
+	if (ret && d == conn->put_done_seen) {
+		core_note_stall(conn);
+	} else if (d != conn->put_done_seen) {
+		conn->put_done_seen = d;
+		conn->stall_since_ns = 0;
+		conn->stall_warned = 0;
+	}
+	*done = d;
+	return ret;
+}
+
 static __attribute__((noinline)) ssize_t
 core_get_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 {

@@ -42,6 +42,16 @@ struct rdmach_tl_ops {
 		       int iovcnt, size_t total);
 	ssize_t (*get)(struct rdmach_conn *conn, const struct iovec *iov,
 		       int iovcnt, size_t total);
+	/* Optional (NULL: the core calls put and reports no ticket).
+	 * put_deferred: put, except that a put served by the peer reading
+	 * the caller's memory returns total at once with *ticket set (> 0);
+	 * *ticket is left alone otherwise.  put_done: *done = the highest
+	 * ticket read; 1 while one is not, 0 when none is pending, or a
+	 * negative errno (after rdmach_conn_fail). */
+	ssize_t (*put_deferred)(struct rdmach_conn *conn,
+				const struct iovec *iov, int iovcnt,
+				size_t total, uint64_t *ticket);
+	int (*put_done)(struct rdmach_conn *conn, uint64_t *done);
 	int (*progress)(struct rdmach_tl *tl);
 	/* Idle waits (rdmach_wait_arm, rdmach_wait, rdmach_wake); NULL when
 	 * the transport's peers cannot end a sleep.  wait_arm: about to
@@ -80,6 +90,7 @@ struct rdmach_conn {
 	int err;			/* 0, or the negative errno of a failure */
 	int stall_warned;		/* puts stalled: said so once */
 	uint64_t stall_since_ns;	/* first put that took nothing, or 0 */
+	uint64_t put_done_seen;		/* last rdmach_put_done answer */
 	rdmach_stats_t stats;
 	char errmsg[256];
 };

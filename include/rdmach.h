@@ -24,6 +24,9 @@
  *              bases and lengths; -EINVAL otherwise) and leave the buffer
  *              untouched.  The caller must also keep calling get on its
  *              connections (or rdmach_progress) so that both sides advance.
+ *              rdmach_put_deferred lets such puts return at once instead
+ *              and complete later (below), so that several can be in
+ *              flight on one connection.
  * Errors:      negative errno values; rdmach_strerror() names them and
  *              rdmach_conn_error() gives the connection's detailed message
  *              (peer, transport, status).  Notable ones:
@@ -152,6 +155,24 @@ RDMACH_API int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp);
 /* 3. put / 4. get: see the contract above. */
 RDMACH_API ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
 RDMACH_API ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
+
+/* Deferred completion, for a caller that can wait for its buffers apart
+ * from its puts (an MPI send request): rdmach_put_deferred is rdmach_put
+ * except that a put the transport serves without a copy (the peer reads
+ * the caller's memory) returns its whole count at once with *ticket set
+ * (> 0), and those bytes must stay untouched until rdmach_put_done
+ * reports a value >= *ticket.  Any other put sets *ticket to 0: its bytes
+ * may be reused at once.  Tickets of a connection increase and complete
+ * in order, so one rdmach_put_done answers for all of them.
+ * rdmach_put_done: 1 while some ticket of conn is not done, 0 when all
+ * are; *done set either way to the highest done ticket (every lower one
+ * is done too); or a negative errno: the peer died (-ECONNRESET) or
+ * finalized (-EPIPE) before taking the bytes.  Call it (or put/get) until
+ * it returns 0: it is what notices a dead peer.  Finalize waits for
+ * deferred puts like for any other. */
+RDMACH_API ssize_t rdmach_put_deferred(rdmach_conn_t *conn, const struct iovec *iov,
+                                       int iovcnt, uint64_t *ticket);
+RDMACH_API int rdmach_put_done(rdmach_conn_t *conn, uint64_t *done);
 
 /* Advance every connection (completions, credit returns, acknowledgements)
  * without moving user data.  Returns 0 or the first connection error. */

@@ -37,6 +37,7 @@
 enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
        SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD, SHM_K_PIPE_AREA,
        SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CMA_USE,
+       SHM_K_CMA_DUPLEX,
        SHM_K_CACHE_LIMIT, SHM_K_CALIB_MS, SHM_K_RECENT, SHM_K_LIVENESS_MS,
        SHM_K_WAKE, SHM_K_NUM };
 
@@ -86,6 +87,12 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"CMA moves bytes faster than the copy area would, hot or cold, "
 		"as measured at start-up), cold (those not likely in cache), "
 		"always, never" },
+	[SHM_K_CMA_DUPLEX] = { "RDMACH_SHM_CMA_DUPLEX", RDMACH_KNOB_SIZE,
+		"1M", 0, UINT64_MAX,
+		"with RDMACH_SHM_CMA_USE=auto, a put of at least this whose "
+		"completion the caller can defer (rdmach_put_deferred: MPI send "
+		"requests) goes by CMA while the peer's large messages cross "
+		"this side's, hot or cold (0: never)" },
 	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
 		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
 		"largest put that can be cache-resident (auto: the largest "
@@ -202,6 +209,7 @@ struct shm_conn {
 	uint64_t rx_off;		/* bytes of the current packet consumed */
 	struct shm_pipe rx_pipe;	/* the peer's copy area in my segment */
 
+	unsigned duplex;		/* shm_rx_large_start */
 	struct shm_bell *peer_bell;	/* the peer's doorbell, if it is on */
 
 	/* liveness */
@@ -228,6 +236,7 @@ struct shm_tl {
 	uint64_t cache_limit;		/* 0 until known (auto: after connect) */
 	enum shm_cma_use cma_use;
 	int cma_hot, cma_cold;		/* CMA for a hot / cold large put */
+	uint64_t cma_duplex;		/* RDMACH_SHM_CMA_DUPLEX, 0: off */
 	uint64_t large_min;		/* smallest put that is not ring packets */
 	/* buffers of the last large puts (a ring of `recent` entries) */
 	unsigned recent, recent_pos;
@@ -505,6 +514,46 @@ static int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,
 				r->head & r->mask, h, why);
 }
 
+/* Has the peer read every rendezvous posted so far (none: ids from 1)? */
+static int shm_rndv_all_read(const struct shm_conn *sc)
+{
+	return sc->next_rndv_id <= 1 ||
+	       atomic_load_explicit(&sc->tx_ctrl->acked_id,
+				    memory_order_acquire) + 1 >= sc->next_rndv_id;
+}
+
+/* A large message of the peer starts: did it cross one of mine (a copy
+ * area message being copied in, a rendezvous not yet read)?  Then large
+ * messages go both ways at once, and deferred puts may take CMA even
+ * when hot (shm_tx_want_cma), until SHM_DUPLEX_HOLD of the peer's large
+ * messages in a row have crossed none: with several reads in flight
+ * some find mine all read, and a side that flips between CMA and the
+ * copy area loses to both (MPI bibw 1 MiB 27 GB/s against 38).  The
+ * peer sees this side's state in the ring's crossing flag. */
+#define SHM_DUPLEX_HOLD 16u
+
+static void shm_rx_large_start(struct shm_conn *sc)
+{
+	unsigned was = sc->duplex;
+
+	if (sc->tx_pipe.left || !shm_rndv_all_read(sc))
+		sc->duplex = SHM_DUPLEX_HOLD;
+	else if (sc->duplex)
+		sc->duplex--;
+	if (!was != !sc->duplex)
+		atomic_store_explicit(&sc->tx_ctrl->crossing, !!sc->duplex,
+				      memory_order_relaxed);
+}
+
+/* Large messages go both ways: this side or the peer has seen them cross
+ * (either one suffices, so that both choose alike). */
+static int shm_duplex(const struct shm_conn *sc)
+{
+	return sc->duplex ||
+	       atomic_load_explicit(&sc->rx_ctrl->crossing,
+				    memory_order_relaxed);
+}
+
 /* Remote pieces for bytes [off, off + len) of a rendezvous. */
 static int shm_rndv_remote(const struct rdmach_rndv_hdr *r, uint64_t off,
 			   size_t len, struct iovec *out)
@@ -750,6 +799,8 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			sc->conn->stats.packets_received++;
 		} else if (shm_hdr_type(h) == RDMACH_PKT_RNDV ||
 			   shm_hdr_type(h) == RDMACH_PKT_PIPE) {
+			if (!sc->rx_off)
+				shm_rx_large_start(sc);
 			ret = shm_hdr_type(h) == RDMACH_PKT_PIPE ?
 			      shm_rx_pipe(sc, r, p, len, c, total - done, &fin) :
 			      shm_rx_rndv(sc, r, p, len, c, total - done, &fin);
@@ -957,10 +1008,12 @@ static int shm_rndv_cover(const struct iovec *iov, int iovcnt,
 	return n;
 }
 
-/* Post a rendezvous control packet.  Returns 0 (posted, or no room yet:
- * retry), -EAGAIN if the covered part is too small to be worth it. */
-static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
-				 int iovcnt)
+/* Post a rendezvous control packet for what iov's first pieces cover:
+ * returns those bytes (> 0; the rendezvous is sc->next_rndv_id - 1 and
+ * *covered the pieces), 0 when the ring has no room yet (retry), -EAGAIN
+ * if they are too few to be worth it, or a negative errno. */
+static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
+				int iovcnt, int *covered)
 {
 	struct {
 		struct rdmach_rndv_hdr h;
@@ -992,10 +1045,24 @@ static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
 	memcpy(r->base + pos + SHM_HDR, &ctl, len);
 	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_RNDV, (uint32_t)len, need);
 	sc->conn->stats.packets_sent++;
+	*covered = cnt;
+	return (ssize_t)bytes;
+}
 
+/* A put that waits for its rendezvous: returns 0 once it is posted (the
+ * put is retried until the peer has read it), -EAGAIN if too small. */
+static ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
+				 int iovcnt)
+{
+	ssize_t n;
+	int cnt;
+
+	n = shm_tx_rndv_post(sc, iov, iovcnt, &cnt);
+	if (n <= 0)
+		return n;
 	sc->rndv.active = 1;
-	sc->rndv.id = ctl.h.id;
-	sc->rndv.bytes = bytes;
+	sc->rndv.id = sc->next_rndv_id - 1;
+	sc->rndv.bytes = (size_t)n;
 	sc->rndv.iovcnt = cnt;
 	memcpy(sc->rndv.iov, iov, (size_t)cnt * sizeof(*iov));
 	return 0;
@@ -1176,10 +1243,13 @@ static int shm_recent_buf(struct shm_tl *tl, uintptr_t buf)
  * cache) when it is not larger than the cache limit and, with
  * RDMACH_SHM_RECENT, its buffer was put recently (a reused buffer), cold
  * otherwise; for each of the two, RDMACH_SHM_CMA_USE=auto takes the way
- * the start-up measurement found faster (shm_cma_setup_choice).
+ * the start-up measurement found faster (shm_cma_setup_choice).  A
+ * deferred put while large messages go both ways takes CMA in any case
+ * (RDMACH_SHM_CMA_DUPLEX): one copy per side, several reads in flight,
+ * where the copy area makes each core copy twice.
  */
 static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
-			   int iovcnt, size_t total)
+			   int iovcnt, size_t total, int deferred)
 {
 	struct shm_tl *tl = sc->tl;
 	int hot;
@@ -1187,7 +1257,9 @@ static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 	if (!tl->cma || total < tl->cma_threshold ||
 	    !atomic_load_explicit(&sc->tx_ctrl->cma_ok, memory_order_relaxed))
 		return 0;
-	if (!sc->tx_pipe.slot || total < tl->pipe_threshold)
+	if (!sc->tx_pipe.slot || total < tl->pipe_threshold ||
+	    (deferred && tl->cma_duplex && total >= tl->cma_duplex &&
+	     shm_duplex(sc)))
 		return 1;
 	if (tl->cma_hot == tl->cma_cold)
 		return tl->cma_hot;
@@ -1214,7 +1286,7 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 	if (sc->tx_pipe.left)
 		return shm_tx_pipe(sc, iov, iovcnt, total);
 	if (total >= sc->tl->large_min) {
-		if (shm_tx_want_cma(sc, iov, iovcnt, total)) {
+		if (shm_tx_want_cma(sc, iov, iovcnt, total, 0)) {
 			n = shm_tx_rndv_start(sc, iov, iovcnt);
 			if (n != -EAGAIN)
 				return n;
@@ -1253,6 +1325,55 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	sc->conn->stats.packets_sent++;
 	shm_bell_ring(sc);
 	return (ssize_t)total;
+}
+
+/* rdmach_put_deferred: a put that would wait for a rendezvous returns at
+ * once, its id the ticket; everything else is shm_put. */
+static ssize_t shm_put_deferred(struct rdmach_conn *conn,
+				const struct iovec *iov, int iovcnt,
+				size_t total, uint64_t *ticket)
+{
+	struct shm_conn *sc = conn->priv;
+	ssize_t n;
+	int cnt;
+
+	if (total >= sc->tl->large_min && !sc->rndv.active &&
+	    !sc->tx_pipe.left &&
+	    !atomic_load_explicit(&sc->tx_ctrl->reader_closed,
+				  memory_order_acquire) &&
+	    shm_tx_want_cma(sc, iov, iovcnt, total, 1)) {
+		n = shm_tx_rndv_post(sc, iov, iovcnt, &cnt);
+		if (n != -EAGAIN) {
+			if (n > 0) {
+				*ticket = sc->next_rndv_id - 1;
+				conn->stats.zcopy_msgs++;
+				conn->stats.zcopy_bytes += (uint64_t)n;
+			}
+			shm_bell_ring(sc);
+			return n;
+		}
+	}
+	return shm_put(conn, iov, iovcnt, total);
+}
+
+static int shm_put_done(struct rdmach_conn *conn, uint64_t *done)
+{
+	struct shm_conn *sc = conn->priv;
+
+	*done = atomic_load_explicit(&sc->tx_ctrl->acked_id,
+				     memory_order_acquire);
+	if (*done + 1 >= sc->next_rndv_id)
+		return 0;
+	if (conn->err)
+		return conn->err;
+	if (shm_idle_peer_dead(sc))
+		return shm_fail_dead(sc, "before reading a zero-copy put");
+	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
+				 memory_order_acquire))
+		return rdmach_conn_fail(conn, -EPIPE, "shm: rank %d finalized "
+					"before reading a zero-copy put",
+					conn->peer);
+	return 1;
 }
 
 /* ---- wire-up ----------------------------------------------------------- */
@@ -1359,6 +1480,7 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->chunk -= SHM_HDR;	/* a full chunk is whole lines */
 	tl->cma = (int)v[SHM_K_CMA];
 	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
+	tl->cma_duplex = tl->cma_use == SHM_CMA_AUTO ? v[SHM_K_CMA_DUPLEX] : 0;
 	tl->cache_limit = v[SHM_K_CACHE_LIMIT];
 	tl->liveness_ns = v[SHM_K_LIVENESS_MS] * 1000000u;
 	tl->calib_ns = v[SHM_K_CALIB_MS] * 1000000u;
@@ -1749,8 +1871,7 @@ static int shm_progress(struct rdmach_tl *base)
 				ret = sc->conn->err;
 			continue;
 		}
-		if (sc->rndv.active && !shm_rndv_acked(sc) &&
-		    shm_idle_peer_dead(sc) && !ret)
+		if (!shm_rndv_all_read(sc) && shm_idle_peer_dead(sc) && !ret)
 			ret = shm_fail_dead(sc, "before reading a zero-copy put");
 	}
 	return ret;
@@ -1810,8 +1931,8 @@ static void shm_close_drain(struct shm_tl *tl, uint64_t deadline_ns)
 		for (i = 0; i < tl->npeers; i++) {
 			struct shm_conn *sc = tl->conns[i];
 
-			if (!sc->rndv.active || shm_rndv_acked(sc) ||
-			    sc->conn->err || shm_peer_dead(sc) ||
+			if (shm_rndv_all_read(sc) || sc->conn->err ||
+			    shm_peer_dead(sc) ||
 			    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
 						 memory_order_acquire))
 				continue;
@@ -1861,6 +1982,8 @@ static const struct rdmach_tl_ops shm_ops = {
 	.ready = shm_ready,
 	.put = shm_put,
 	.get = shm_get,
+	.put_deferred = shm_put_deferred,
+	.put_done = shm_put_done,
 	.progress = shm_progress,
 	.wait_arm = shm_wait_arm,
 	.wait = shm_wait,

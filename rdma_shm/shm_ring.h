@@ -52,6 +52,9 @@
  *    that sees it and then finds no packet knows the stream has ended.
  *  - acked_id (reader) is the last rendezvous fully read: RELEASE after the
  *    cross-memory read, ACQUIRE by the writer before it reports the bytes.
+ *  - crossing (writer) is a hint, RELAXED both ways: the writer sees its
+ *    large messages cross the reader's (shm.c, shm_rx_large_start), so
+ *    that both sides choose CMA for them alike.  No data depends on it.
  *  - Copy area: a slot's flag holds the byte count of the chunk in it, or 0
  *    when the slot is free.  The writer waits (ACQUIRE load) for 0, fills
  *    the slot with plain stores, then stores the count with RELEASE; the
@@ -134,9 +137,10 @@ struct shm_ring_ctrl {
 	_Atomic uint32_t cma_ok;	/* reader can read the writer's memory */
 	int32_t writer_rank;		/* immutable after creation */
 	uint8_t pad1[128 - 12];
-	/* written by the writer, once */
+	/* written by the writer: once, and when its choice changes */
 	_Atomic uint32_t writer_closed;
-	uint8_t pad2[256 - 4];
+	_Atomic uint32_t crossing;
+	uint8_t pad2[256 - 8];
 };
 
 _Static_assert(sizeof(struct shm_ring_ctrl) == 512, "ring ctrl layout");

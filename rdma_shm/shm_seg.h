@@ -26,7 +26,7 @@
 #include "shm_ring.h"
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
-#define SHM_SEG_VERSION 4u
+#define SHM_SEG_VERSION 5u
 
 struct shm_seg_hdr {
 	uint64_t magic;

@@ -4,7 +4,9 @@
  * pieces than one control packet holds, RDMACH_SHM_CMA=0), the order of
  * a stream split between the line ring and the main ring, a dead peer
  * (data first, then -ECONNRESET in bounded time, for get, put and a
- * pending zero-copy put), and that no segment is left behind; the copy
+ * pending zero-copy put), deferred zero-copy puts (several in flight,
+ * completed by rdmach_put_done, CMA chosen once large messages cross, a
+ * reader that dies), and that no segment is left behind; the copy
  * area of large puts (every chunk and slot edge, iovecs split on both
  * sides, partial gets, small messages in between, the choice between the
  * copy area and CMA switching per message, a peer killed mid-message,
@@ -142,6 +144,28 @@ static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
 	return c;
 }
 
+/* Connect with env; rank 1 then dies (SIGKILL), rank 0 gets a zeroed
+ * buffer of BIG bytes to put into the dead peer (NULL and *ret set
+ * otherwise). */
+static uint8_t *connect_to_victim(struct tst *t, const char *const *env,
+				  rdmach_conn_t **cp, int *ret)
+{
+	uint8_t *buf;
+
+	*cp = connect_with(t, env, ret);
+	if (!*cp)
+		return NULL;
+	if (t->rank == 1) {
+		raise(SIGKILL);
+		*ret = tst_fail(t, "still alive after SIGKILL");
+		return NULL;
+	}
+	buf = calloc(1, BIG);
+	if (!buf)
+		*ret = tst_fail(t, "out of memory");
+	return buf;
+}
+
 /* Large puts by cross-memory attach whatever the start-up measurement
  * found faster (RDMACH_SHM_CMA_USE=auto may pick the copy area). */
 static const char *const cma_env[] = { "RDMACH_SHM_CMA_USE", "always", NULL };
@@ -273,6 +297,256 @@ static int shm_rndv_many_pieces(struct tst *t)
 	if (get_pieces(t, c, seed, (size_t)NP * PL, 300000))
 		return -1;
 	return tst_barrier(t);
+}
+
+/* ---- deferred zero-copy puts (rdmach_put_deferred) ---------------------- */
+
+#define DEF_LARGE 6		/* zero-copy puts in flight at once */
+#define DEF_SMALL 100u		/* bytes between them (copied: no ticket) */
+
+/* Put one piece whole by rdmach_put_deferred: its ticket, 0 if copied,
+ * or a negative errno.  A zero-copy put must take its piece at once. */
+static int64_t put_deferred_whole(struct tst *t, rdmach_conn_t *c,
+				  uint8_t *p, size_t len)
+{
+	struct iovec iov = { p, len };
+	uint64_t t0 = rdmach_now_ns(), ticket;
+
+	while (iov.iov_len) {
+		ssize_t n = rdmach_put_deferred(c, &iov, 1, &ticket);
+
+		if (n < 0)
+			return n;
+		if (ticket)
+			return (size_t)n == iov.iov_len ? (int64_t)ticket :
+			       tst_fail(t, "deferred put of %zu took %zd",
+					iov.iov_len, n);
+		iov.iov_base = (uint8_t *)iov.iov_base + n;
+		iov.iov_len -= (size_t)n;
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "deferred put stalled");
+	}
+	return 0;
+}
+
+/* rdmach_put_done until it returns 0 (*done set) or fails. */
+static int put_done_wait(struct tst *t, rdmach_conn_t *c, uint64_t *done)
+{
+	uint64_t t0 = rdmach_now_ns();
+	int r;
+
+	while ((r = rdmach_put_done(c, done)) == 1)
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "deferred puts not read");
+	return r;
+}
+
+/* Several large puts in flight at once, small copied ones between them:
+ * each large one returns at once with a growing ticket, none is done
+ * before the reader starts, all are once put_done says so -- and the
+ * buffers, overwritten right then, must not show in what the reader got.
+ * A waiting put (rdmach_put) after them still works. */
+static int shm_deferred_stream(struct tst *t)
+{
+	const size_t step = BIG + DEF_SMALL, len = DEF_LARGE * step;
+	uint64_t seed, seed2, done = 0;
+	rdmach_conn_t *c;
+	int ret;
+
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	seed2 = seed ^ 0x5a5a5a5a5a5a5a5aull;
+	if (t->rank == 0) {
+		uint8_t *buf = malloc(len);
+		int64_t tk, last = 0;
+		int i, err;
+
+		if (!buf)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(buf, len, seed, 0);
+		for (i = 0; i < DEF_LARGE; i++) {
+			tk = put_deferred_whole(t, c, buf + i * step, BIG);
+			TST_CHECK(t, tk > last, "large put %d: ticket %lld "
+				  "after %lld", i, (long long)tk,
+				  (long long)last);
+			last = tk;
+			tk = put_deferred_whole(t, c, buf + i * step + BIG,
+						DEF_SMALL);
+			TST_CHECK(t, tk == 0, "small put %d: %lld, expected "
+				  "no ticket", i, (long long)tk);
+		}
+		ret = rdmach_put_done(c, &done);
+		TST_CHECK(t, ret == 1 && done < (uint64_t)last - DEF_LARGE + 1,
+			  "before the reader read: put_done %d, done %llu "
+			  "(first ticket %lld)", ret, (unsigned long long)done,
+			  (long long)last - DEF_LARGE + 1);
+		if (tst_barrier(t))
+			return -1;
+		ret = put_done_wait(t, c, &done);
+		memset(buf, 0xa5, len);	/* reused at once */
+		free(buf);
+		TST_CHECK(t, ret == 0 && done >= (uint64_t)last, "put_done "
+			  "%d (%s), done %llu, last ticket %lld", ret,
+			  rdmach_strerror(ret), (unsigned long long)done,
+			  (long long)last);
+		put_big_pattern(t, c, seed2, &err);
+		TST_CHECK(t, !err, "waiting put after deferred ones: %s",
+			  rdmach_strerror(err));
+		return tst_barrier(t);
+	}
+	if (tst_barrier(t) || get_pieces(t, c, seed, len, 4097) ||
+	    get_pieces(t, c, seed2, BIG, BIG))
+		return -1;
+	return tst_barrier(t);
+}
+
+/* A deferred put whose reader dies: put_done fails with -ECONNRESET in
+ * bounded time (the caller must not wait for its buffer for ever). */
+static int shm_deferred_death(struct tst *t)
+{
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	uint64_t done, t0;
+	int64_t tk;
+	int ret;
+
+	buf = connect_to_victim(t, cma_env, &c, &ret);
+	if (!buf)
+		return ret;
+	t0 = rdmach_now_ns();
+	tk = put_deferred_whole(t, c, buf, BIG);
+	ret = tk < 0 ? (int)tk : put_done_wait(t, c, &done);
+	free(buf);
+	TST_CHECK(t, ret == -ECONNRESET, "deferred put to a dead peer "
+		  "ended with %s, expected -ECONNRESET", rdmach_strerror(ret));
+	tst_log(t, "failed after %.2f ms: %s",
+		(double)(rdmach_now_ns() - t0) / 1e6, rdmach_conn_error(c));
+	return 0;
+}
+
+/* The crossing choice (RDMACH_SHM_CMA_DUPLEX=512K) under the built-in
+ * one (RDMACH_SHM_CALIB_MS=0: no CMA for large puts): deferred puts that
+ * go one way take the copy area (no ticket); both ways at once, those of
+ * at least 512 KiB take CMA (tickets) on both sides, those under it the
+ * copy area still; every byte checked both ways. */
+#define DUP_MSGS 12
+#define DUP_SMALL (300u << 10)	/* above the CMA threshold, under 512K */
+
+struct dup_side {
+	uint8_t *buf;
+	size_t len, done, in_piece;
+	int piece;
+	long tickets[2];		/* [large], [small] */
+};
+
+/* One deferred put of the current piece (alternately BIG and DUP_SMALL). */
+static int dup_put(rdmach_conn_t *c, struct dup_side *o)
+{
+	size_t plen = o->piece % 2 ? DUP_SMALL : BIG;
+	struct iovec iov = { o->buf + o->done, plen - o->in_piece };
+	uint64_t ticket;
+	ssize_t n = rdmach_put_deferred(c, &iov, 1, &ticket);
+
+	if (n < 0)
+		return (int)n;
+	if (ticket)
+		o->tickets[plen != BIG]++;
+	o->done += (size_t)n;
+	o->in_piece += (size_t)n;
+	if (o->in_piece == plen) {
+		o->piece++;
+		o->in_piece = 0;
+	}
+	return 0;
+}
+
+static int shm_deferred_duplex(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_CMA_USE", "auto",
+		"RDMACH_SHM_CALIB_MS", "0", "RDMACH_SHM_CMA_DUPLEX", "512K",
+		NULL };
+	const size_t len = DUP_MSGS / 2 * (BIG + DUP_SMALL);
+	struct dup_side out = { 0 }, in = { 0 };
+	uint64_t seed_out, seed_in, done, t0;
+	rdmach_conn_t *c;
+	int ret, err, pending = 1;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed_out = tst_stream_seed(t, t->rank, 1 - t->rank);
+	seed_in = tst_stream_seed(t, 1 - t->rank, t->rank);
+	/* one way: the copy area */
+	if (t->rank == 0) {
+		uint8_t *b = malloc(BIG);
+		int64_t tk;
+
+		if (!b)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(b, BIG, seed_out, 0);
+		tk = put_deferred_whole(t, c, b, BIG);
+		free(b);
+		TST_CHECK(t, tk == 0, "a one-way deferred put got ticket %lld "
+			  "(the built-in choice is the copy area)",
+			  (long long)tk);
+	} else if (get_pieces(t, c, seed_in, BIG, BIG)) {
+		return -1;
+	}
+	if (tst_barrier(t))
+		return -1;
+	/* both ways: fresh streams after the one-way message */
+	seed_out ^= 0xd1b54a32d192ed03ull;
+	seed_in ^= 0xd1b54a32d192ed03ull;
+	out.buf = malloc(len);
+	in.buf = malloc(len);
+	if (!out.buf || !in.buf) {
+		free(out.buf);
+		free(in.buf);
+		return tst_fail(t, "out of memory");
+	}
+	out.len = in.len = len;
+	tst_pat_fill(out.buf, len, seed_out, 0);
+	t0 = rdmach_now_ns();
+	while ((out.done < len || in.done < len || pending) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns()) {
+		struct iovec iov = { in.buf + in.done, len - in.done };
+		ssize_t n = 0;
+
+		err = out.done < len ? dup_put(c, &out) : 0;
+		if (!err && in.done < len)
+			n = rdmach_get(c, &iov, 1);
+		if (!err && n < 0)
+			err = (int)n;
+		if (err)
+			break;
+		in.done += (size_t)n;
+		pending = rdmach_put_done(c, &done);
+		if (pending < 0) {
+			err = pending;
+			break;
+		}
+	}
+	ret = err || pending || in.done < len ? -1 : 0;
+	if (!ret) {
+		size_t bad = tst_pat_check(in.buf, len, seed_in, 0);
+
+		ret = bad == len ? 0 : tst_fail(t, "byte %zu of %zu differs",
+						bad, len);
+	}
+	free(out.buf);
+	free(in.buf);
+	TST_CHECK(t, !err && !pending && in.done == len, "both ways: %s, "
+		  "sent %zu received %zu of %zu", err ? rdmach_strerror(err) :
+		  pending ? "deferred puts not read" : "stalled",
+		  out.done, in.done, len);
+	TST_CHECK(t, out.tickets[0] > 0 && out.tickets[1] == 0, "both ways: "
+		  "%ld large and %ld smaller deferred puts by CMA, expected "
+		  "some and none", out.tickets[0], out.tickets[1]);
+	tst_log(t, "%ld of %d large puts by CMA", out.tickets[0],
+		DUP_MSGS / 2);
+	return ret ? ret : tst_barrier(t);
 }
 
 /* RDMACH_SHM_CMA=0: large puts are copied through the ring. */
@@ -672,16 +946,9 @@ static int shm_pipe_death_reader(struct tst *t)
 	uint8_t *buf;
 	int err, ret;
 
-	c = connect_with(t, env, &ret);
-	if (!c)
-		return ret;
-	if (t->rank == 1) {
-		raise(SIGKILL);
-		return tst_fail(t, "still alive after SIGKILL");
-	}
-	buf = calloc(1, BIG);
+	buf = connect_to_victim(t, env, &c, &ret);
 	if (!buf)
-		return tst_fail(t, "out of memory");
+		return ret;
 	put_whole(t, c, buf, BIG, &err);
 	free(buf);
 	TST_CHECK(t, err == -ECONNRESET, "put to a dead reader ended with "
@@ -1134,6 +1401,12 @@ static const struct tst_case shm_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_cma_off", 2, shm_cma_off, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "shm_deferred_stream", 2, shm_deferred_stream,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_duplex", 2, shm_deferred_duplex,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_death", 2, shm_deferred_death,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_line_ring_order", 2, shm_line_ring_order,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_peer_death_get", 2, shm_peer_death_get,
