@@ -1247,12 +1247,13 @@ static int shm_recent_buf(struct shm_tl *tl, uintptr_t buf)
  * deferred put while large messages go both ways takes CMA in any case
  * (RDMACH_SHM_CMA_DUPLEX): one copy per side, several reads in flight,
  * where the copy area makes each core copy twice -- except from a reused
- * buffer larger than SHM_DUPLEX_REUSED_MAX (MPI bibw with one buffer:
+ * buffer of SHM_DUPLEX_REUSED_LIMIT or more (MPI bibw with one buffer:
  * 8/16 MiB by CMA 0.74/0.58x the copy area, 9 interleaved rounds, where
  * 1-4 MiB gained 1.10-1.18x and a buffer never seen before gains at
- * 8-16 MiB too).
+ * 8-16 MiB too).  A limit between the sizes measured, so that a 4 MiB
+ * message with MPI's header is under it.
  */
-#define SHM_DUPLEX_REUSED_MAX (4u << 20)
+#define SHM_DUPLEX_REUSED_LIMIT (6u << 20)
 
 static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 			   int iovcnt, size_t total, int deferred)
@@ -1268,7 +1269,7 @@ static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 	if (tl->recent)
 		reused = shm_recent_buf(tl, shm_main_buf(iov, iovcnt));
 	if (deferred && tl->cma_duplex && total >= tl->cma_duplex &&
-	    (reused != 1 || total <= SHM_DUPLEX_REUSED_MAX) && shm_duplex(sc))
+	    (reused != 1 || total < SHM_DUPLEX_REUSED_LIMIT) && shm_duplex(sc))
 		return 1;
 	if (tl->cma_hot == tl->cma_cold)
 		return tl->cma_hot;
