@@ -25,6 +25,7 @@ static int api_bad_iov(struct tst *t)
 	struct iovec huge[2] = { { buf, SSIZE_MAX }, { buf, SSIZE_MAX } };
 	struct iovec one = { buf, (size_t)SSIZE_MAX + 1 };
 	struct iovec ok = { buf, sizeof(buf) };
+	uint64_t ticket = 7, done = 7;
 	rdmach_stats_t st;
 
 	if (!c)
@@ -46,6 +47,19 @@ static int api_bad_iov(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_get(c, &one, 1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_put(NULL, &ok, 1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_get(NULL, &ok, 1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put_deferred(c, &ok, 1, NULL), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put_deferred(c, &null_base, 1, &ticket), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put_deferred(c, &ok, -1, &ticket), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put_deferred(NULL, &ok, 1, &ticket), -EINVAL);
+	TST_CHECK(t, ticket == 7, "a refused deferred put set its ticket");
+	TST_CHECK_EQ(t, rdmach_put_deferred(c, NULL, 0, &ticket), 0);
+	TST_CHECK(t, ticket == 0, "an empty deferred put left ticket %llu",
+		  (unsigned long long)ticket);
+	TST_CHECK_EQ(t, rdmach_put_done(c, NULL), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put_done(NULL, &done), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put_done(c, &done), 0);
+	TST_CHECK(t, done == 0, "put_done with no deferred put: done %llu",
+		  (unsigned long long)done);
 	TST_CHECK_EQ(t, rdmach_progress(NULL), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_wait_arm(NULL), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_wait(NULL, 0), -EINVAL);
@@ -105,6 +119,7 @@ static int api_after_finalize(struct tst *t)
 	rdmach_conn_t *c = tst_conn(t, 0), *c2 = API_SENTINEL;
 	uint8_t buf[8] = { 0 };
 	struct iovec iov = { buf, sizeof(buf) };
+	uint64_t ticket;
 	rdmach_stats_t st;
 
 	if (!c)
@@ -113,6 +128,8 @@ static int api_after_finalize(struct tst *t)
 	TST_CHECK(t, !t->ctx, "rdmach_finalize did not set *ctxp to NULL");
 	TST_CHECK_EQ(t, rdmach_put(c, &iov, 1), -EBADF);
 	TST_CHECK_EQ(t, rdmach_get(c, &iov, 1), -EBADF);
+	TST_CHECK_EQ(t, rdmach_put_deferred(c, &iov, 1, &ticket), -EBADF);
+	TST_CHECK_EQ(t, rdmach_put_done(c, &ticket), -EBADF);
 	TST_CHECK_EQ(t, rdmach_conn_stats(c, &st), -EBADF);
 	TST_CHECK_EQ(t, rdmach_conn(old, 0, &c2), -EBADF);
 	TST_CHECK(t, c2 == API_SENTINEL, "rdmach_conn on a dead context "
