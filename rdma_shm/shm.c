@@ -89,10 +89,12 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"always, never" },
 	[SHM_K_CMA_DUPLEX] = { "RDMACH_SHM_CMA_DUPLEX", RDMACH_KNOB_SIZE,
 		"1M", 0, UINT64_MAX,
-		"with RDMACH_SHM_CMA_USE=auto, a put of at least this whose "
-		"completion the caller can defer (rdmach_put_deferred: MPI send "
-		"requests) goes by CMA while the peer's large messages cross "
-		"this side's, hot or cold (0: never)" },
+		"with RDMACH_SHM_CMA_USE=auto, a put whose completion the caller "
+		"can defer (rdmach_put_deferred: MPI send requests) goes by CMA "
+		"while the peer's large messages cross this side's: from a "
+		"buffer one of the last RDMACH_SHM_RECENT large puts used, from "
+		"the CMA threshold up to 6 MiB; from any other, from this size "
+		"up (0: never)" },
 	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
 		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
 		"largest put that can be cache-resident (auto: the largest "
@@ -988,6 +990,50 @@ static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
 
 /* Pieces of iov a rendezvous covers (at most RDMACH_RNDV_MAX_SEGS, empty
  * ones included); fills the segments. */
+/* The piece of an iovec that holds most of its bytes: the buffer whose
+ * place in the cache decides. */
+static uintptr_t shm_main_buf(const struct iovec *iov, int iovcnt)
+{
+	size_t best = 0;
+	uintptr_t buf = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		if (iov[i].iov_len > best) {
+			best = iov[i].iov_len;
+			buf = (uintptr_t)iov[i].iov_base;
+		}
+	return buf;
+}
+
+/* Was buf the buffer of one of the last large puts? */
+static int shm_recent_buf(const struct shm_tl *tl, uintptr_t buf)
+{
+	unsigned i;
+
+	for (i = 0; i < tl->recent; i++)
+		if (tl->recent_buf[i] == buf)
+			return 1;
+	return 0;
+}
+
+/* A large put starts (by CMA or the copy area): note its buffer.  Only
+ * then, not when the choice is made: a put retried for ring room would
+ * otherwise find its own buffer recent. */
+static void shm_recent_note(struct shm_tl *tl, const struct iovec *iov,
+			    int iovcnt)
+{
+	uintptr_t buf;
+
+	if (!tl->recent)
+		return;
+	buf = shm_main_buf(iov, iovcnt);
+	if (shm_recent_buf(tl, buf))
+		return;
+	tl->recent_buf[tl->recent_pos] = buf;
+	tl->recent_pos = (tl->recent_pos + 1) % tl->recent;
+}
+
 static int shm_rndv_cover(const struct iovec *iov, int iovcnt,
 			  struct rdmach_rndv_hdr *r, size_t *bytes)
 {
@@ -1045,6 +1091,7 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 	memcpy(r->base + pos + SHM_HDR, &ctl, len);
 	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_RNDV, (uint32_t)len, need);
 	sc->conn->stats.packets_sent++;
+	shm_recent_note(sc->tl, iov, cnt);
 	*covered = cnt;
 	return (ssize_t)bytes;
 }
@@ -1180,8 +1227,11 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
 	struct rdmach_iovc c;
 	size_t done = 0, take;
 
-	if (!pp->left && shm_tx_pipe_start(sc, total))
-		return shm_tx_stalled(sc);
+	if (!pp->left) {
+		if (shm_tx_pipe_start(sc, total))
+			return shm_tx_stalled(sc);
+		shm_recent_note(sc->tl, iov, iovcnt);
+	}
 	take = total < pp->left ? total : pp->left;
 	rdmach_iovc_init(&c, iov, iovcnt);
 	while (done < take) {
@@ -1204,37 +1254,6 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
 	return (ssize_t)done;
 }
 
-/* The piece of an iovec that holds most of its bytes: the buffer whose
- * place in the cache decides. */
-static uintptr_t shm_main_buf(const struct iovec *iov, int iovcnt)
-{
-	size_t best = 0;
-	uintptr_t buf = 0;
-	int i;
-
-	for (i = 0; i < iovcnt; i++)
-		if (iov[i].iov_len > best) {
-			best = iov[i].iov_len;
-			buf = (uintptr_t)iov[i].iov_base;
-		}
-	return buf;
-}
-
-/* Was buf the buffer of one of the last large puts?  Notes it either way. */
-static int shm_recent_buf(struct shm_tl *tl, uintptr_t buf)
-{
-	unsigned i;
-
-	for (i = 0; i < tl->recent; i++)
-		if (tl->recent_buf[i] == buf)
-			return 1;
-	if (tl->recent) {
-		tl->recent_buf[tl->recent_pos] = buf;
-		tl->recent_pos = (tl->recent_pos + 1) % tl->recent;
-	}
-	return 0;
-}
-
 /*
  * A large put: cross-memory attach (one copy, by the reader, after the
  * kernel has pinned the writer's pages) or the copy area (two copies,
@@ -1244,14 +1263,16 @@ static int shm_recent_buf(struct shm_tl *tl, uintptr_t buf)
  * RDMACH_SHM_RECENT, its buffer was put recently (a reused buffer), cold
  * otherwise; for each of the two, RDMACH_SHM_CMA_USE=auto takes the way
  * the start-up measurement found faster (shm_cma_setup_choice).  A
- * deferred put while large messages go both ways takes CMA in any case
+ * deferred put while large messages go both ways takes CMA
  * (RDMACH_SHM_CMA_DUPLEX): one copy per side, several reads in flight,
- * where the copy area makes each core copy twice -- except from a reused
- * buffer of SHM_DUPLEX_REUSED_LIMIT or more (MPI bibw with one buffer:
- * 8/16 MiB by CMA 0.74/0.58x the copy area, 9 interleaved rounds, where
- * 1-4 MiB gained 1.10-1.18x and a buffer never seen before gains at
- * 8-16 MiB too).  A limit between the sizes measured, so that a 4 MiB
- * message with MPI's header is under it.
+ * where the copy area makes each core copy twice.  From a reused buffer
+ * that pays from the CMA threshold (MPI bibw with one buffer, 256 KiB-
+ * 4 MiB: 1.02-1.58x the copy area, 7 interleaved rounds) up to
+ * SHM_DUPLEX_REUSED_LIMIT (8/16 MiB: 0.74/0.58x, 9 rounds; the limit lies
+ * between, so that a 4 MiB message with MPI's header is under it); from
+ * a new buffer only from RDMACH_SHM_CMA_DUPLEX up (cache-cold MPI bibw by
+ * CMA at 256/512 KiB: 0.48/0.69x the copy area, from 1 MiB even or
+ * ahead up to 16 MiB).
  */
 #define SHM_DUPLEX_REUSED_LIMIT (6u << 20)
 
@@ -1268,8 +1289,9 @@ static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 		return 1;
 	if (tl->recent)
 		reused = shm_recent_buf(tl, shm_main_buf(iov, iovcnt));
-	if (deferred && tl->cma_duplex && total >= tl->cma_duplex &&
-	    (reused != 1 || total < SHM_DUPLEX_REUSED_LIMIT) && shm_duplex(sc))
+	if (deferred && tl->cma_duplex && shm_duplex(sc) &&
+	    (reused == 1 ? total < SHM_DUPLEX_REUSED_LIMIT :
+			   total >= tl->cma_duplex))
 		return 1;
 	if (tl->cma_hot == tl->cma_cold)
 		return tl->cma_hot;
