@@ -1262,7 +1262,7 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
  * cache) when it is not larger than the cache limit and, with
  * RDMACH_SHM_RECENT, its buffer was put recently (a reused buffer), cold
  * otherwise; for each of the two, RDMACH_SHM_CMA_USE=auto takes the way
- * the start-up measurement found faster (shm_cma_setup_choice).  A
+ * the start-up measurement found faster (shm_choice_setup).  A
  * deferred put while large messages go both ways takes CMA
  * (RDMACH_SHM_CMA_DUPLEX): one copy per side, several reads in flight,
  * where the copy area makes each core copy twice.  From a reused buffer
