@@ -846,9 +846,13 @@ static inline ssize_t core_get_done(struct rdmach_conn *conn, ssize_t n)
 	return n;
 }
 
+/* The checked put: rdmach_put, or with ticket rdmach_put_deferred (*ticket
+ * set only by a transport that takes the bytes by reference). */
 static __attribute__((noinline)) ssize_t
-core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
+core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt,
+	      uint64_t *ticket)
 {
+	const struct rdmach_tl_ops *ops;
 	size_t total;
 	ssize_t n;
 	int ret;
@@ -860,7 +864,11 @@ core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 		return conn->err;
 	if (!total)
 		return 0;
-	n = conn->tl->ops->put(conn, iov, iovcnt, total);
+	ops = conn->tl->ops;
+	if (ticket && ops->put_deferred)
+		n = ops->put_deferred(conn, iov, iovcnt, total, ticket);
+	else
+		n = ops->put(conn, iov, iovcnt, total);
 	core_put_done(conn, n);
 	return n;
 }
@@ -872,7 +880,7 @@ ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 	/* a stall being timed goes the full way: it ends at the next success */
 	if (__builtin_expect(!core_fast_call(conn, iov, iovcnt) ||
 			     conn->stall_since_ns, 0))
-		return core_put_slow(conn, iov, iovcnt);
+		return core_put_slow(conn, iov, iovcnt, NULL);
 	n = conn->tl->ops->put(conn, iov, 1, iov->iov_len);
 	core_put_done(conn, n);
 	return n;
@@ -881,27 +889,12 @@ ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 ssize_t rdmach_put_deferred(rdmach_conn_t *conn, const struct iovec *iov,
 			    int iovcnt, uint64_t *ticket)
 {
-	const struct rdmach_tl_ops *ops;
 	uint64_t t = 0;
-	size_t total;
 	ssize_t n;
-	int ret;
 
 	if (!ticket)
 		return -EINVAL;
-	ret = core_check_call(conn, iov, iovcnt, &total);
-	if (ret)
-		return ret;
-	if (conn->err)
-		return conn->err;
-	ops = conn->tl->ops;
-	if (!total)
-		n = 0;
-	else if (ops->put_deferred)
-		n = ops->put_deferred(conn, iov, iovcnt, total, &t);
-	else
-		n = ops->put(conn, iov, iovcnt, total);
-	core_put_done(conn, n);
+	n = core_put_slow(conn, iov, iovcnt, &t);
 	if (n >= 0)
 		*ticket = t;
 	return n;

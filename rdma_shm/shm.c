@@ -1298,9 +1298,28 @@ static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 	return total <= tl->cache_limit && reused ? tl->cma_hot : tl->cma_cold;
 }
 
+/* The rendezvous of a deferred put: posted, its id the ticket; returns
+ * like shm_tx_rndv_post. */
+static ssize_t shm_tx_rndv_defer(struct shm_conn *sc, const struct iovec *iov,
+				 int iovcnt, uint64_t *ticket)
+{
+	ssize_t n;
+	int cnt;
+
+	n = shm_tx_rndv_post(sc, iov, iovcnt, &cnt);
+	if (n > 0) {
+		*ticket = sc->next_rndv_id - 1;
+		sc->conn->stats.zcopy_msgs++;
+		sc->conn->stats.zcopy_bytes += (uint64_t)n;
+	}
+	return n;
+}
+
+/* Everything but a one-packet put.  ticket: NULL for rdmach_put (a
+ * rendezvous waits for its reader), else rdmach_put_deferred's. */
 static __attribute__((noinline)) ssize_t
 shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
-		size_t total)
+		size_t total, uint64_t *ticket)
 {
 	ssize_t n;
 
@@ -1315,8 +1334,9 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 	if (sc->tx_pipe.left)
 		return shm_tx_pipe(sc, iov, iovcnt, total);
 	if (total >= sc->tl->large_min) {
-		if (shm_tx_want_cma(sc, iov, iovcnt, total, 0)) {
-			n = shm_tx_rndv_start(sc, iov, iovcnt);
+		if (shm_tx_want_cma(sc, iov, iovcnt, total, ticket != NULL)) {
+			n = ticket ? shm_tx_rndv_defer(sc, iov, iovcnt, ticket) :
+				     shm_tx_rndv_start(sc, iov, iovcnt);
 			if (n != -EAGAIN)
 				return n;
 		}
@@ -1343,7 +1363,7 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	    !(r = shm_tx_ring_for(sc, need)) ||
 	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
 				 memory_order_acquire)) {
-		n = shm_put_general(sc, iov, iovcnt, total);
+		n = shm_put_general(sc, iov, iovcnt, total, NULL);
 		shm_bell_ring(sc);
 		return n;
 	}
@@ -1356,33 +1376,22 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	return (ssize_t)total;
 }
 
-/* rdmach_put_deferred: a put that would wait for a rendezvous returns at
- * once, its id the ticket; everything else is shm_put. */
+/* rdmach_put_deferred: shm_put, except that a rendezvous returns at once
+ * with its id as the ticket.  A put under large_min is never one and
+ * takes shm_put's path; shm_put sends every larger one the general way
+ * too (one_pkt_max < large_min). */
 static ssize_t shm_put_deferred(struct rdmach_conn *conn,
 				const struct iovec *iov, int iovcnt,
 				size_t total, uint64_t *ticket)
 {
 	struct shm_conn *sc = conn->priv;
 	ssize_t n;
-	int cnt;
 
-	if (total >= sc->tl->large_min && !sc->rndv.active &&
-	    !sc->tx_pipe.left &&
-	    !atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				  memory_order_acquire) &&
-	    shm_tx_want_cma(sc, iov, iovcnt, total, 1)) {
-		n = shm_tx_rndv_post(sc, iov, iovcnt, &cnt);
-		if (n != -EAGAIN) {
-			if (n > 0) {
-				*ticket = sc->next_rndv_id - 1;
-				conn->stats.zcopy_msgs++;
-				conn->stats.zcopy_bytes += (uint64_t)n;
-			}
-			shm_bell_ring(sc);
-			return n;
-		}
-	}
-	return shm_put(conn, iov, iovcnt, total);
+	if (total < sc->tl->large_min)
+		return shm_put(conn, iov, iovcnt, total);
+	n = shm_put_general(sc, iov, iovcnt, total, ticket);
+	shm_bell_ring(sc);
+	return n;
 }
 
 static int shm_put_done(struct rdmach_conn *conn, uint64_t *done)
