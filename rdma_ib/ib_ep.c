@@ -373,13 +373,23 @@ static int ib_reserve(struct ib_conn *ic, uint64_t want, struct ring_slot *s)
 	return -EAGAIN;
 }
 
+/* Waiting for the peer: credits both ways and liveness. */
+static void ib_put_wait(struct ib_conn *ic)
+{
+	ib_take_credit(ic, 1);
+	ib_credit_out(ic);
+	ib_idle(ic);
+}
+
 /*
- * Zero-copy put (ib_zcopy.h): a pending one is polled for its ack; a new
+ * Zero-copy put (ib_zcopy.h): a waiting one is polled for its ack; a new
  * one registers the buffers and sends one RDMACH_PKT_RNDV packet, whole (the
- * ring end is padded if needed).  -EAGAIN: take the copy path.
+ * ring end is padded if needed).  With ticket (rdmach_put_deferred) a new
+ * one returns its bytes at once, *ticket its id.  -EAGAIN: take the copy
+ * path.
  */
 static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
-			    int iovcnt)
+			    int iovcnt, uint64_t *ticket)
 {
 	struct ib_tl *tl = ic->tl;
 	struct ib_zc_ctl ctl;
@@ -389,10 +399,11 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 			    IB_SQ_RESERVE;
 	size_t bytes;
 	uint32_t len;
+	int64_t id;
 	ssize_t n;
 	int ret;
 
-	if (ib_zc_tx_pending(&ic->zc)) {
+	if (ib_zc_tx_waiting(&ic->zc)) {
 		int gone;
 
 		ib_iface_poll(tl);
@@ -404,9 +415,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 			return n;
 		if (gone)
 			return ib_put_error(ic);
-		ib_take_credit(ic, 1);
-		ib_credit_out(ic);
-		ib_idle(ic);
+		ib_put_wait(ic);
 		return 0;
 	}
 	if (ic->broken || ib_load(&ic->ctrl->fin))
@@ -414,6 +423,15 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 	len = ib_zc_ctl_len(&ic->zc, iov, iovcnt, &bytes);
 	if (!bytes)
 		return -EAGAIN;
+	ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
+	if (!ib_zc_tx_room(&ic->zc)) {	/* deferred ones in flight */
+		ib_iface_poll(tl);
+		ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
+		if (!ib_zc_tx_room(&ic->zc)) {
+			ib_put_wait(ic);
+			return ic->broken ? ib_put_error(ic) : 0;
+		}
+	}
 	if (ic->sq_free < need)
 		ib_iface_poll(tl);
 	ret = ring_tx_reserve_whole(&ic->tx, len, &pad, &s);
@@ -424,7 +442,8 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 		ib_idle(ic);
 		return ic->broken ? ib_put_error(ic) : 0;
 	}
-	if (ib_zc_put_start(&ic->zc, iov, iovcnt, &ctl))
+	id = ib_zc_put_start(&ic->zc, iov, iovcnt, &ctl, !ticket);
+	if (id < 0)
 		return -EAGAIN;
 	if (pad.bytes) {
 		ring_tx_commit(&ic->tx, &pad, credit);
@@ -441,7 +460,10 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 	if (ret)
 		return ret;
 	ic->conn->stats.packets_sent += pad.bytes ? 2 : 1;
-	return 0;
+	if (!ticket)
+		return 0;
+	*ticket = (uint64_t)id;
+	return (ssize_t)ctl.h.total;
 }
 
 /*
@@ -459,7 +481,7 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	int ret;
 
 	if (total > ic->small_max || total >= ic->tl->large.min ||
-	    ic->zc.tx_id || ic->sp.tx.left || ic->ring_left ||
+	    ic->zc.wait_id || ic->sp.tx.left || ic->ring_left ||
 	    ic->sq_free < 1 + IB_SQ_RESERVE || ic->broken ||
 	    ib_load(&ic->ctrl->fin) ||
 	    ring_tx_reserve(&ic->tx, total, ic->small_max, &s) || s.len != total)
@@ -491,9 +513,7 @@ static ssize_t ib_put_spipe(struct ib_conn *ic, const struct iovec *iov,
 	if (n)
 		return n < 0 && ic->broken ? ib_put_error(ic) : n;
 	/* waiting for acks or ring space: credits and liveness */
-	ib_take_credit(ic, 1);
-	ib_credit_out(ic);
-	ib_idle(ic);
+	ib_put_wait(ic);
 	return ic->broken ? ib_put_error(ic) : 0;
 }
 
@@ -501,10 +521,10 @@ static ssize_t ib_put_spipe(struct ib_conn *ic, const struct iovec *iov,
  * A put of at least the large threshold, no protocol pending: choose one
  * (ib_large.h) and start it.  -EAGAIN: the ring's copy takes it (chosen,
  * or the chosen protocol could not run); the choice is not made again for
- * the rest of it (ring_left).
+ * the rest of it (ring_left).  ticket: as ib_put_zcopy's.
  */
 static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
-			    int iovcnt, size_t total)
+			    int iovcnt, size_t total, uint64_t *ticket)
 {
 	struct ib_tl *tl = ic->tl;
 	struct ib_large_choice ch;
@@ -516,8 +536,8 @@ static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
 	ib_large_choose(&tl->large, tl->zc->rc, ib_sp_room(ic), iov, iovcnt,
 			total, &ch);
 	if (ch.proto == IB_PROTO_ZCOPY) {
-		n = ib_put_zcopy(ic, iov, iovcnt);
-		started = n > 0 || ib_zc_tx_pending(&ic->zc);
+		n = ib_put_zcopy(ic, iov, iovcnt, ticket);
+		started = n > 0 || ib_zc_tx_waiting(&ic->zc);
 	} else if (ch.proto == IB_PROTO_SPIPE) {
 		n = ib_put_spipe(ic, iov, iovcnt, total, 1, &started);
 	} else {
@@ -534,8 +554,9 @@ static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
 	return n;
 }
 
-ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
-		  int iovcnt, size_t total)
+/* rdmach_put (ticket NULL) or rdmach_put_deferred. */
+static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
+			     int iovcnt, size_t total, uint64_t *ticket)
 {
 	struct ib_conn *ic = conn->priv;
 	struct ib_tl *tl = ic->tl;
@@ -553,10 +574,10 @@ ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
 	 * whatever put brings them */
 	if (ic->sp.tx.left)
 		return ib_put_spipe(ic, iov, iovcnt, total, 0, NULL);
-	if (ib_zc_tx_pending(&ic->zc))
-		return ib_put_zcopy(ic, iov, iovcnt);
+	if (ib_zc_tx_waiting(&ic->zc))
+		return ib_put_zcopy(ic, iov, iovcnt, NULL);
 	if (!ic->ring_left && total >= tl->large.min) {
-		n = ib_put_large(ic, iov, iovcnt, total);
+		n = ib_put_large(ic, iov, iovcnt, total, ticket);
 		if (n != -EAGAIN)
 			return n;
 	}
@@ -606,6 +627,39 @@ ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
 	if (!done)
 		ib_idle(ic);
 	return (ssize_t)done;
+}
+
+ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
+		  int iovcnt, size_t total)
+{
+	return ib_put(conn, iov, iovcnt, total, NULL);
+}
+
+ssize_t ib_ep_put_deferred(struct rdmach_conn *conn, const struct iovec *iov,
+			   int iovcnt, size_t total, uint64_t *ticket)
+{
+	return ib_put(conn, iov, iovcnt, total, ticket);
+}
+
+int ib_ep_put_done(struct rdmach_conn *conn, uint64_t *done)
+{
+	struct ib_conn *ic = conn->priv;
+	uint64_t acked;
+	int gone;
+
+	if (ib_zc_tx_unacked(&ic->zc))
+		ib_iface_poll(ic->tl);
+	/* fin before ack: the peer writes them in the other order */
+	gone = ic->broken || ib_load(&ic->ctrl->fin);
+	acked = ib_load(&ic->ctrl->zc_ack);
+	ib_zc_tx_reap(&ic->zc, acked);
+	*done = acked;
+	if (!ib_zc_tx_unacked(&ic->zc))
+		return 0;
+	if (gone)
+		return ib_put_error(ic);
+	ib_put_wait(ic);
+	return ic->broken ? ib_put_error(ic) : 1;
 }
 
 /* The peer read all of zero-copy put `id`: tell it (an 8-byte write into
@@ -932,6 +986,6 @@ int ib_ep_drained(const struct ib_conn *ic)
 	if (ic->sig_tail != ic->sig_head)
 		return 0;
 	/* the peer may still be reading our memory */
-	return !(ib_zc_tx_pending(&ic->zc) &&
-		 ib_load(&ic->ctrl->zc_ack) < ic->zc.tx_id);
+	return !(ib_zc_tx_unacked(&ic->zc) &&
+		 ib_load(&ic->ctrl->zc_ack) < ic->zc.next_id - 1);
 }

@@ -110,6 +110,10 @@ ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
 		  int iovcnt, size_t total);
 ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
 		  int iovcnt, size_t total);
+/* put_deferred / put_done (deferred zero-copy puts, ib_zcopy.h). */
+ssize_t ib_ep_put_deferred(struct rdmach_conn *conn, const struct iovec *iov,
+			   int iovcnt, size_t total, uint64_t *ticket);
+int ib_ep_put_done(struct rdmach_conn *conn, uint64_t *done);
 
 /* Credits both ways and liveness, without moving data. */
 void ib_ep_progress(struct ib_conn *ic);

@@ -472,6 +472,8 @@ static const struct rdmach_tl_ops ib_ops = {
 	.ready = ib_ready,
 	.put = ib_ep_put,
 	.get = ib_ep_get,
+	.put_deferred = ib_ep_put_deferred,
+	.put_done = ib_ep_put_done,
 	.progress = ib_progress,
 	.close = ib_close,
 };

@@ -112,22 +112,26 @@ void ib_zc_conn_init(struct ib_zc_conn *zcc, struct ib_zc *z,
 	zcc->poll = poll;
 	zcc->poll_arg = poll_arg;
 	zcc->next_id = 1;
+	zcc->tx_first = 1;
 }
 
-static void ib_zc_tx_release(struct ib_zc_conn *zcc)
+static void ib_zc_tx_release(struct ib_zc_conn *zcc, struct ib_zc_tx *tx)
 {
 	int i;
 
-	for (i = 0; i < zcc->tx_nreg; i++)
-		rdmach_rcache_put(zcc->zc->rc, zcc->tx_reg[i]);
-	zcc->tx_nreg = 0;
-	zcc->tx_id = 0;
+	for (i = 0; i < tx->nreg; i++)
+		rdmach_rcache_put(zcc->zc->rc, tx->reg[i]);
+	tx->nreg = 0;
 }
 
 void ib_zc_conn_release(struct ib_zc_conn *zcc)
 {
-	if (zcc->zc)
-		ib_zc_tx_release(zcc);
+	if (zcc->zc) {
+		for (; zcc->tx_first != zcc->next_id; zcc->tx_first++)
+			ib_zc_tx_release(zcc, &zcc->tx[zcc->tx_first %
+						       IB_ZC_TX_MAX]);
+		zcc->wait_id = 0;
+	}
 	if (zcc->b_mr)
 		ibv_dereg_mr(zcc->b_mr);
 	free(zcc->b_buf);
@@ -161,14 +165,15 @@ uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
 	return (uint32_t)rdmach_rndv_size(nsegs);
 }
 
-int ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
-		    int iovcnt, void *out)
+int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
+			int iovcnt, void *out, int wait)
 {
 	struct ib_zc_ctl *ctl = out;
+	struct ib_zc_tx *tx = &zcc->tx[zcc->next_id % IB_ZC_TX_MAX];
 	int i, n = ib_zc_cover(iovcnt), ret;
 	size_t sum = 0;
 
-	zcc->tx_nreg = 0;
+	tx->nreg = 0;
 	ctl->h.nsegs = 0;
 	for (i = 0; i < n; i++) {
 		struct rdmach_rcache_region *r;
@@ -183,10 +188,10 @@ int ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 				     "register %zu bytes at %p (%s): copying",
 				     zcc->conn->peer, iov[i].iov_len,
 				     iov[i].iov_base, strerror(-ret));
-			ib_zc_tx_release(zcc);
+			ib_zc_tx_release(zcc, tx);
 			return -EAGAIN;
 		}
-		zcc->tx_reg[zcc->tx_nreg++] = r;
+		tx->reg[tx->nreg++] = r;
 		s->addr = (uint64_t)(uintptr_t)iov[i].iov_base;
 		s->len = iov[i].iov_len;
 		s->key = ib_zc_mr(r)->rkey;
@@ -196,17 +201,31 @@ int ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 	ctl->h.id = zcc->next_id++;
 	ctl->h.total = sum;
 	ctl->h.flags = 0;
-	zcc->tx_id = ctl->h.id;
-	zcc->tx_bytes = sum;
-	zcc->tx_iovcnt = n;
-	memcpy(zcc->tx_iov, iov, (size_t)n * sizeof(*iov));
-	return 0;
+	tx->bytes = sum;
+	if (wait) {
+		zcc->wait_id = ctl->h.id;
+		zcc->tx_iovcnt = n;
+		memcpy(zcc->tx_iov, iov, (size_t)n * sizeof(*iov));
+	}
+	return (int64_t)ctl->h.id;
+}
+
+void ib_zc_tx_reap(struct ib_zc_conn *zcc, uint64_t acked_id)
+{
+	while (zcc->tx_first != zcc->next_id && zcc->tx_first <= acked_id) {
+		struct ib_zc_tx *tx = &zcc->tx[zcc->tx_first % IB_ZC_TX_MAX];
+
+		zcc->conn->stats.zcopy_msgs++;
+		zcc->conn->stats.zcopy_bytes += tx->bytes;
+		ib_zc_tx_release(zcc, tx);
+		zcc->tx_first++;
+	}
 }
 
 ssize_t ib_zc_put_poll(struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, uint64_t acked_id)
 {
-	size_t bytes = zcc->tx_bytes;
+	size_t bytes = zcc->tx[zcc->wait_id % IB_ZC_TX_MAX].bytes;
 
 	if (iovcnt < zcc->tx_iovcnt ||
 	    memcmp(iov, zcc->tx_iov, (size_t)zcc->tx_iovcnt * sizeof(*iov))) {
@@ -215,11 +234,10 @@ ssize_t ib_zc_put_poll(struct ib_zc_conn *zcc, const struct iovec *iov,
 			   zcc->conn->peer, bytes);
 		return -EINVAL;
 	}
-	if (acked_id < zcc->tx_id)
+	ib_zc_tx_reap(zcc, acked_id);
+	if (acked_id < zcc->wait_id)
 		return 0;
-	ib_zc_tx_release(zcc);
-	zcc->conn->stats.zcopy_msgs++;
-	zcc->conn->stats.zcopy_bytes += bytes;
+	zcc->wait_id = 0;
 	return (ssize_t)bytes;
 }
 

@@ -2,7 +2,7 @@
  * ib_zcopy.h - zero-copy large puts by RDMA read (rdma_ib private, prefix
  * ib_zc_).  Paper mechanism 4 with the registration cache of mechanism 5.
  *
- * Protocol (per connection, one rendezvous at a time in each direction):
+ * Protocol (per connection and direction):
  *  sender   put of total >= RDMACH_ZCOPY_THRESHOLD registers its source
  *           pieces through the cache (mem/rcache.h), sends one
  *           RDMACH_PKT_RNDV packet (proto/pkt.h: id, total, segments with
@@ -10,7 +10,12 @@
  *           packets, and returns 0.  Retries (same iovec, else -EINVAL)
  *           return 0 until the peer wrote id into our ctrl area's ack word,
  *           then the covered byte count; the registrations go back to the
- *           cache then.
+ *           cache then.  rdmach_put_deferred returns the covered count at
+ *           once with id as its ticket instead; up to IB_ZC_TX_MAX such
+ *           rendezvous are in flight, their registrations held until the
+ *           ack word passes their id (ids and acks are in ring order, so
+ *           one word acknowledges them all), and the packets, small or
+ *           not, that follow them go on meanwhile.
  *  receiver get, meeting the RNDV packet at the ring head, registers the
  *           part of its iovec the packet fills now, RDMA-reads straight
  *           into it (split to the QP's max_send_sge, the port's max_msg_sz
@@ -87,6 +92,16 @@ struct ib_zc {
 	int yield;		/* sched_yield every 1024 empty polls */
 };
 
+/* Rendezvous posted and not yet acknowledged, per connection, at most. */
+#define IB_ZC_TX_MAX 8
+
+/* A posted rendezvous: its registrations, held until its ack. */
+struct ib_zc_tx {
+	size_t bytes;
+	int nreg;
+	struct rdmach_rcache_region *reg[RDMACH_RNDV_MAX_SEGS];
+};
+
 /* Per connection, embedded in the transport's connection. */
 struct ib_zc_conn {
 	struct ib_zc *zc;
@@ -96,12 +111,13 @@ struct ib_zc_conn {
 	unsigned int sq_keep;	/* slots reads leave to the transport */
 	int (*poll)(void *arg);	/* the transport's CQ poll */
 	void *poll_arg;
-	/* sender: the pending rendezvous (tx_id 0: none) */
-	uint64_t next_id, tx_id;
-	size_t tx_bytes;
-	int tx_iovcnt, tx_nreg;
+	/* sender: rendezvous tx_first .. next_id - 1 are posted and not
+	 * acknowledged (tx[id % IB_ZC_TX_MAX]); wait_id (0: none) is the
+	 * newest of them when it is a waiting put's, retried with tx_iov */
+	uint64_t next_id, tx_first, wait_id;
+	int tx_iovcnt;
 	struct iovec tx_iov[RDMACH_RNDV_MAX_SEGS];
-	struct rdmach_rcache_region *tx_reg[RDMACH_RNDV_MAX_SEGS];
+	struct ib_zc_tx tx[IB_ZC_TX_MAX];
 	/* receiver: progress in the rendezvous at the ring head */
 	uint64_t rx_off;
 	unsigned int reads_out;
@@ -127,20 +143,25 @@ void ib_zc_conn_init(struct ib_zc_conn *zcc, struct ib_zc *z,
 		     struct rdmach_conn *conn, struct ibv_qp *qp,
 		     unsigned int *sq_free, unsigned int sq_keep,
 		     int (*poll)(void *arg), void *poll_arg);
-/* Release the pending rendezvous' registrations (at close). */
+/* Release the posted rendezvous' registrations (at close). */
 void ib_zc_conn_release(struct ib_zc_conn *zcc);
 
-/* Should put go through here: a rendezvous is pending, or total is at
- * or above the threshold. */
-static inline int ib_zc_wanted(const struct ib_zc_conn *zcc, size_t total)
+/* A waiting put's rendezvous is posted: the next put must be its retry. */
+static inline int ib_zc_tx_waiting(const struct ib_zc_conn *zcc)
 {
-	return zcc->tx_id ||
-	       (zcc->zc && zcc->zc->enabled && total >= zcc->zc->threshold);
+	return zcc->wait_id != 0;
 }
 
-static inline int ib_zc_tx_pending(const struct ib_zc_conn *zcc)
+/* Some rendezvous is posted and not acknowledged. */
+static inline int ib_zc_tx_unacked(const struct ib_zc_conn *zcc)
 {
-	return zcc->tx_id != 0;
+	return zcc->tx_first != zcc->next_id;
+}
+
+/* Another rendezvous may be posted. */
+static inline int ib_zc_tx_room(const struct ib_zc_conn *zcc)
+{
+	return zcc->next_id - zcc->tx_first < IB_ZC_TX_MAX;
 }
 
 /* Payload bytes of the control packet for iov; *bytes the bytes it
@@ -148,13 +169,17 @@ static inline int ib_zc_tx_pending(const struct ib_zc_conn *zcc)
 uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, size_t *bytes);
 /* Register the covered pieces and write the control packet into ctl
- * (len bytes from ib_zc_ctl_len).  0 (now pending), or -EAGAIN: take the
- * copy path (registration impossible: read-only memory, a forked child,
- * memlock limit). */
-int ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
-		    int iovcnt, void *ctl);
-/* Retry of the pending put: -EINVAL for another iovec, 0 while not acked,
- * else the covered bytes (and the rendezvous is over). */
+ * (len bytes from ib_zc_ctl_len); the caller checked ib_zc_tx_room.
+ * wait: a waiting put's (its retries are checked against iov).  The new
+ * id (> 0), or -EAGAIN: take the copy path (registration impossible:
+ * read-only memory, a forked child, memlock limit). */
+int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
+			int iovcnt, void *ctl, int wait);
+/* The ack word says acked_id: release what it acknowledges (counted as
+ * zero-copy puts). */
+void ib_zc_tx_reap(struct ib_zc_conn *zcc, uint64_t acked_id);
+/* Retry of the waiting put: -EINVAL for another iovec, 0 while not acked,
+ * else the covered bytes (and it waits no more). */
 ssize_t ib_zc_put_poll(struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, uint64_t acked_id);
 

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "lib/tst.h"
 
 #define ZT_CANARY 0xa5
@@ -466,6 +468,126 @@ static int zt_readonly(struct tst *t)
 	return ret;
 }
 
+/* ---- deferred puts (rdmach_put_deferred) --------------------------------- */
+
+#define ZT_DEF_LARGE 6		/* in flight before the reader starts */
+#define ZT_DEF_PIECE (256u << 10)
+#define ZT_DEF_SMALL 100u	/* bytes between them (copied: no ticket) */
+#define ZT_DEF_MORE 40		/* then more than the transport keeps */
+
+/* Writer of zt_deferred: phase 1 (reader idle), then phase 2. */
+static int zt_deferred_writer(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+			      uint64_t seed2)
+{
+	const size_t step = ZT_DEF_PIECE + ZT_DEF_SMALL;
+	const size_t len = ZT_DEF_LARGE * step;
+	const size_t len2 = ZT_DEF_MORE * (size_t)ZT_DEF_PIECE;
+	uint8_t *buf = malloc(len), *buf2 = malloc(len2);
+	int64_t tk, last = 0;
+	uint64_t done = 0;
+	rdmach_stats_t st;
+	int i, ret = -1;
+
+	if (!buf || !buf2) {
+		ret = tst_fail(t, "out of memory");
+		goto out;
+	}
+	tst_pat_fill(buf, len, seed, 0);
+	tst_pat_fill(buf2, len2, seed2, 0);
+	ret = tst_put_deferred_burst(t, c, buf, ZT_DEF_LARGE, ZT_DEF_PIECE,
+				     ZT_DEF_SMALL, &last);
+	if (!ret)
+		ret = tst_barrier(t);
+	if (ret)
+		goto out;
+	ret = tst_put_done_wait(t, c, &done);
+	memset(buf, 0xa5, len);		/* the caller's again: reused at once */
+	TST_CHECK(t, ret == 0 && done >= (uint64_t)last, "put_done %d (%s), "
+		  "done %llu, last ticket %lld", ret, rdmach_strerror(ret),
+		  (unsigned long long)done, (long long)last);
+	/* more than the transport keeps in flight: some wait for room */
+	for (i = 0; i < ZT_DEF_MORE; i++) {
+		tk = tst_put_deferred_whole(t, c, buf2 + (size_t)i *
+					    ZT_DEF_PIECE, ZT_DEF_PIECE);
+		TST_CHECK(t, tk > last, "put %d of phase 2: ticket %lld after "
+			  "%lld", i, (long long)tk, (long long)last);
+		last = tk;
+	}
+	ret = tst_put_done_wait(t, c, &done);
+	TST_CHECK(t, ret == 0 && done >= (uint64_t)last, "phase 2: put_done "
+		  "%d, done %llu, last ticket %lld", ret,
+		  (unsigned long long)done, (long long)last);
+	ret = zt_stats(t, 1, &st, NULL);
+	if (ret)
+		goto out;
+	TST_CHECK(t, st.zcopy_msgs == ZT_DEF_LARGE + ZT_DEF_MORE, "%llu "
+		  "zero-copy puts counted, %d made",
+		  (unsigned long long)st.zcopy_msgs, ZT_DEF_LARGE + ZT_DEF_MORE);
+	ret = tst_barrier(t);
+out:
+	free(buf);
+	free(buf2);
+	return ret;
+}
+
+/* Deferred puts: each returns at once with a growing ticket, small ones
+ * between them go through the ring meanwhile, none is done before the
+ * reader reads and all are once put_done says so (the writer overwrites
+ * its buffer right then: what the reader got must not show it); then a
+ * stream of more than IB_ZC_TX_MAX while the reader reads. */
+static int zt_deferred(struct tst *t)
+{
+	static const struct zt_case zc = { "64K", NULL, NULL, 0 };
+	const size_t len = ZT_DEF_LARGE * (size_t)(ZT_DEF_PIECE + ZT_DEF_SMALL);
+	uint64_t seed = tst_seed(38, 0, 1), seed2 = tst_seed(39, 0, 1);
+	rdmach_conn_t *c;
+	int ret = zt_connect(t, &zc);
+
+	if (ret)
+		return ret;
+	c = tst_conn(t, 1 - t->rank);
+	if (t->rank == 0)
+		return zt_deferred_writer(t, c, seed, seed2);
+	if (tst_barrier(t) || tst_get_all(t, c, 0, seed, len) ||
+	    tst_get_all(t, c, 0, seed2, ZT_DEF_MORE * (size_t)ZT_DEF_PIECE))
+		return -1;
+	return tst_barrier(t);
+}
+
+/* A deferred put whose reader is killed: put_done fails with -ECONNRESET
+ * within the peer timeout, not later than a test stall. */
+static int zt_deferred_death(struct tst *t)
+{
+	static const struct zt_case zc = { "64K", NULL, NULL, 0 };
+	uint8_t *buf;
+	uint64_t done, t0;
+	int64_t tk;
+	int ret = zt_connect(t, &zc);
+
+	if (ret)
+		return ret;
+	if (tst_barrier(t))
+		return -1;
+	if (t->rank == 1) {
+		raise(SIGKILL);
+		return tst_fail(t, "still alive after SIGKILL");
+	}
+	buf = calloc(1, ZT_DEF_PIECE);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	t0 = rdmach_now_ns();
+	tk = tst_put_deferred_whole(t, tst_conn(t, 1), buf, ZT_DEF_PIECE);
+	ret = tk <= 0 ? (int)tk : tst_put_done_wait(t, tst_conn(t, 1), &done);
+	free(buf);
+	TST_CHECK(t, ret == -ECONNRESET, "deferred put to a dead peer ended "
+		  "with %s (ticket %lld), expected -ECONNRESET",
+		  rdmach_strerror(ret), (long long)tk);
+	tst_log(t, "failed after %.2f ms: %s",
+		(double)(rdmach_now_ns() - t0) / 1e6,
+		rdmach_conn_error(tst_conn(t, 1)));
+	return 0;
+}
+
 static const struct zt_case c_small = { "64K", NULL, NULL, 0 };
 static const struct zt_case c_whole = { "64K", NULL, NULL, 1 };
 static const struct zt_case c_low = { "1", NULL, NULL, 0 };
@@ -492,6 +614,10 @@ static const struct tst_case cases[] = {
 	{ "rcache_10000_buffers_eviction", 2, zt_many, TST_NO_CTX, &c_many,
 	  { 0 } },
 	{ "zcopy_readonly_source", 2, zt_readonly, TST_NO_CTX, NULL, { 0 } },
+	{ "zcopy_deferred_stream", 2, zt_deferred, TST_NO_CTX, NULL, { 0 } },
+	{ "zcopy_deferred_death", 2, zt_deferred_death,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
+	  { 0, -SIGKILL } },
 };
 
 int main(int argc, char **argv)

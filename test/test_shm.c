@@ -304,43 +304,6 @@ static int shm_rndv_many_pieces(struct tst *t)
 #define DEF_LARGE 6		/* zero-copy puts in flight at once */
 #define DEF_SMALL 100u		/* bytes between them (copied: no ticket) */
 
-/* Put one piece whole by rdmach_put_deferred: its ticket, 0 if copied,
- * or a negative errno.  A zero-copy put must take its piece at once. */
-static int64_t put_deferred_whole(struct tst *t, rdmach_conn_t *c,
-				  uint8_t *p, size_t len)
-{
-	struct iovec iov = { p, len };
-	uint64_t t0 = rdmach_now_ns(), ticket;
-
-	while (iov.iov_len) {
-		ssize_t n = rdmach_put_deferred(c, &iov, 1, &ticket);
-
-		if (n < 0)
-			return n;
-		if (ticket)
-			return (size_t)n == iov.iov_len ? (int64_t)ticket :
-			       tst_fail(t, "deferred put of %zu took %zd",
-					iov.iov_len, n);
-		iov.iov_base = (uint8_t *)iov.iov_base + n;
-		iov.iov_len -= (size_t)n;
-		if (rdmach_now_ns() - t0 > tst_stall_ns())
-			return tst_fail(t, "deferred put stalled");
-	}
-	return 0;
-}
-
-/* rdmach_put_done until it returns 0 (*done set) or fails. */
-static int put_done_wait(struct tst *t, rdmach_conn_t *c, uint64_t *done)
-{
-	uint64_t t0 = rdmach_now_ns();
-	int r;
-
-	while ((r = rdmach_put_done(c, done)) == 1)
-		if (rdmach_now_ns() - t0 > tst_stall_ns())
-			return tst_fail(t, "deferred puts not read");
-	return r;
-}
-
 /* Several large puts in flight at once, small copied ones between them:
  * each large one returns at once with a growing ticket, none is done
  * before the reader starts, all are once put_done says so -- and the
@@ -360,31 +323,18 @@ static int shm_deferred_stream(struct tst *t)
 	seed2 = seed ^ 0x5a5a5a5a5a5a5a5aull;
 	if (t->rank == 0) {
 		uint8_t *buf = malloc(len);
-		int64_t tk, last = 0;
-		int i, err;
+		int64_t last = 0;
+		int err;
 
 		if (!buf)
 			return tst_fail(t, "out of memory");
 		tst_pat_fill(buf, len, seed, 0);
-		for (i = 0; i < DEF_LARGE; i++) {
-			tk = put_deferred_whole(t, c, buf + i * step, BIG);
-			TST_CHECK(t, tk > last, "large put %d: ticket %lld "
-				  "after %lld", i, (long long)tk,
-				  (long long)last);
-			last = tk;
-			tk = put_deferred_whole(t, c, buf + i * step + BIG,
-						DEF_SMALL);
-			TST_CHECK(t, tk == 0, "small put %d: %lld, expected "
-				  "no ticket", i, (long long)tk);
-		}
-		ret = rdmach_put_done(c, &done);
-		TST_CHECK(t, ret == 1 && done < (uint64_t)last - DEF_LARGE + 1,
-			  "before the reader read: put_done %d, done %llu "
-			  "(first ticket %lld)", ret, (unsigned long long)done,
-			  (long long)last - DEF_LARGE + 1);
+		if (tst_put_deferred_burst(t, c, buf, DEF_LARGE, BIG,
+					   DEF_SMALL, &last))
+			return -1;
 		if (tst_barrier(t))
 			return -1;
-		ret = put_done_wait(t, c, &done);
+		ret = tst_put_done_wait(t, c, &done);
 		memset(buf, 0xa5, len);	/* reused at once */
 		free(buf);
 		TST_CHECK(t, ret == 0 && done >= (uint64_t)last, "put_done "
@@ -416,8 +366,8 @@ static int shm_deferred_death(struct tst *t)
 	if (!buf)
 		return ret;
 	t0 = rdmach_now_ns();
-	tk = put_deferred_whole(t, c, buf, BIG);
-	ret = tk < 0 ? (int)tk : put_done_wait(t, c, &done);
+	tk = tst_put_deferred_whole(t, c, buf, BIG);
+	ret = tk < 0 ? (int)tk : tst_put_done_wait(t, c, &done);
 	free(buf);
 	TST_CHECK(t, ret == -ECONNRESET, "deferred put to a dead peer "
 		  "ended with %s, expected -ECONNRESET", rdmach_strerror(ret));
@@ -486,7 +436,7 @@ static int shm_deferred_duplex(struct tst *t)
 		if (!b)
 			return tst_fail(t, "out of memory");
 		tst_pat_fill(b, BIG, seed_out, 0);
-		tk = put_deferred_whole(t, c, b, BIG);
+		tk = tst_put_deferred_whole(t, c, b, BIG);
 		free(b);
 		TST_CHECK(t, tk == 0, "a one-way deferred put got ticket %lld "
 			  "(the built-in choice is the copy area)",

@@ -269,4 +269,17 @@ int tst_xfer_iov(struct tst *t, rdmach_conn_t *conn, int is_put,
 /* Drop the first r bytes of iov[0..*iovcnt). */
 void tst_iov_advance(struct iovec *iov, int *iovcnt, size_t r);
 
+/* rdmach_put_deferred of len bytes at p, whole: its ticket, 0 if copied,
+ * or a negative errno (a zero-copy put must take its piece at once). */
+int64_t tst_put_deferred_whole(struct tst *t, rdmach_conn_t *c, uint8_t *p,
+			       size_t len);
+/* rdmach_put_done until it returns 0 (*done set) or fails. */
+int tst_put_done_wait(struct tst *t, rdmach_conn_t *c, uint64_t *done);
+/* n deferred puts of large bytes from buf, each followed by one of small
+ * bytes, to a reader that does not read yet: the large ones must return
+ * at once with tickets growing from *last (set to the last), the small
+ * ones with none, and put_done must say none is done.  0 or -1. */
+int tst_put_deferred_burst(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
+			   int n, size_t large, size_t small, int64_t *last);
+
 #endif /* RDMACH_TST_H */

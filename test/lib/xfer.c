@@ -463,3 +463,61 @@ int tst_xfer_iov(struct tst *t, rdmach_conn_t *conn, int is_put,
 	}
 	return 0;
 }
+
+int64_t tst_put_deferred_whole(struct tst *t, rdmach_conn_t *c, uint8_t *p,
+			       size_t len)
+{
+	struct iovec iov = { p, len };
+	uint64_t t0 = rdmach_now_ns(), ticket;
+
+	while (iov.iov_len) {
+		ssize_t n = rdmach_put_deferred(c, &iov, 1, &ticket);
+
+		if (n < 0)
+			return n;
+		if (ticket)
+			return (size_t)n == iov.iov_len ? (int64_t)ticket :
+			       tst_fail(t, "deferred put of %zu took %zd",
+					iov.iov_len, n);
+		iov.iov_base = (uint8_t *)iov.iov_base + n;
+		iov.iov_len -= (size_t)n;
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "deferred put stalled");
+	}
+	return 0;
+}
+
+int tst_put_done_wait(struct tst *t, rdmach_conn_t *c, uint64_t *done)
+{
+	uint64_t t0 = rdmach_now_ns();
+	int r;
+
+	while ((r = rdmach_put_done(c, done)) == 1)
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "deferred puts not read");
+	return r;
+}
+
+int tst_put_deferred_burst(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
+			   int n, size_t large, size_t small, int64_t *last)
+{
+	uint64_t done = 0;
+	int64_t tk;
+	int i, ret;
+
+	for (i = 0; i < n; i++, buf += large + small) {
+		tk = tst_put_deferred_whole(t, c, buf, large);
+		TST_CHECK(t, tk > *last, "large put %d: ticket %lld after %lld",
+			  i, (long long)tk, (long long)*last);
+		*last = tk;
+		tk = tst_put_deferred_whole(t, c, buf + large, small);
+		TST_CHECK(t, tk == 0, "small put %d: ticket %lld, expected "
+			  "none", i, (long long)tk);
+	}
+	ret = rdmach_put_done(c, &done);
+	TST_CHECK(t, ret == 1 && done < (uint64_t)*last - (uint64_t)n + 1,
+		  "before the reader read: put_done %d, done %llu (first "
+		  "ticket %lld)", ret, (unsigned long long)done,
+		  (long long)*last - n + 1);
+	return 0;
+}
