@@ -167,6 +167,109 @@ int rdmach_knob_check_tables(void)
 	return 0;
 }
 
+extern char **environ;
+
+/* RDMACH_* variables that are not knobs: the test harness's and its VM
+ * scripts'. */
+static const char *const knob_foreign_prefixes[] = {
+	"RDMACH_TEST_", "RDMACH_VM_", "RDMACH_IB_VM_",
+};
+
+static int knob_foreign(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(knob_foreign_prefixes) /
+			sizeof(knob_foreign_prefixes[0]); i++)
+		if (!strncmp(name, knob_foreign_prefixes[i],
+			     strlen(knob_foreign_prefixes[i])))
+			return 1;
+	return 0;
+}
+
+/* Edit distance between a and b (names of at most KNOB_NAME_MAX - 1). */
+#define KNOB_NAME_MAX 64
+static unsigned int knob_distance(const char *a, const char *b)
+{
+	unsigned int row[KNOB_NAME_MAX + 1], i, j, diag, up;
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (la >= KNOB_NAME_MAX || lb >= KNOB_NAME_MAX)
+		return UINT32_MAX;
+	for (j = 0; j <= lb; j++)
+		row[j] = j;
+	for (i = 1; i <= la; i++) {
+		diag = row[0];
+		row[0] = i;
+		for (j = 1; j <= lb; j++) {
+			up = row[j];
+			row[j] = diag + (a[i - 1] != b[j - 1]);
+			if (row[j] > up + 1)
+				row[j] = up + 1;
+			if (row[j] > row[j - 1] + 1)
+				row[j] = row[j - 1] + 1;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* The knob whose name is nearest to name, if a typo away (<= 3 edits). */
+static const char *knob_nearest(const char *name)
+{
+	const struct rdmach_knob_table *const *t;
+	unsigned int best = 4, d;
+	const char *near = NULL;
+	int i;
+
+	knob_for_each_table(t) {
+		for (i = 0; i < (*t)->nknobs; i++) {
+			d = knob_distance(name, (*t)->knobs[i].name);
+			if (d < best) {
+				best = d;
+				near = (*t)->knobs[i].name;
+			}
+		}
+	}
+	return near;
+}
+
+int rdmach_knob_check_env(int warn_unknown)
+{
+	char name[KNOB_NAME_MAX];
+	const struct rdmach_knob *k;
+	const char *eq, *near;
+	char **e;
+	uint64_t v;
+	size_t len;
+	int ret = 0;
+
+	for (e = environ; e && *e; e++) {
+		if (strncmp(*e, "RDMACH_", 7) || !(eq = strchr(*e, '=')))
+			continue;
+		len = (size_t)(eq - *e);
+		if (len >= sizeof(name))
+			len = sizeof(name) - 1;
+		memcpy(name, *e, len);
+		name[len] = '\0';
+		k = rdmach_knob_find(name);
+		if (k) {
+			if (k->type != RDMACH_KNOB_STRING &&
+			    rdmach_knob_u64(k, &v) == -EINVAL)
+				ret = -EINVAL;
+			continue;
+		}
+		if (!warn_unknown || knob_foreign(name))
+			continue;
+		near = knob_nearest(name);
+		rdmach_warn("%s is set, but rdmach has no such knob%s%s%s "
+			    "(rdmach_info lists them)", name,
+			    near ? "; did you mean " : "", near ? near : "",
+			    near ? "?" : "");
+	}
+	return ret;
+}
+
 int rdmach_knob_get(const char *name, uint64_t *value)
 {
 	const struct rdmach_knob *k;

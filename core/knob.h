@@ -60,5 +60,11 @@ void rdmach_knob_print_all(FILE *out);
 /* 0, or -EINVAL when a registered table has an entry left unset (logged):
  * a table and its enum out of step. */
 int rdmach_knob_check_tables(void);
+/* Every RDMACH_* variable set: a numeric knob's value is checked whichever
+ * module reads it, so that a bad one is refused even where its transport
+ * does not run (-EINVAL, each logged); with warn_unknown, a name that is no
+ * knob (nor the test harness's, RDMACH_TEST_* / RDMACH_VM_*) is warned of,
+ * with the knob a typo away if there is one. */
+int rdmach_knob_check_env(int warn_unknown);
 
 #endif /* RDMACH_CORE_KNOB_H */

@@ -273,6 +273,8 @@ static int core_read_policy(struct core_ctx *c)
 	return strcmp(want, "ib") ? -EINVAL : -ENODEV;
 }
 
+static int core_env_checked;
+
 static int core_read_knobs(struct core_ctx *c)
 {
 	const struct rdmach_knob *k = core_knobs;
@@ -290,6 +292,11 @@ static int core_read_knobs(struct core_ctx *c)
 	if (ret)
 		return ret;
 	rdmach_log_level = (int)verbose;
+	/* unknown names: warned of at the first init of the process only */
+	ret = rdmach_knob_check_env(!core_env_checked);
+	core_env_checked = 1;
+	if (ret)
+		return ret;
 	c->pub.peer_timeout_ns = peer_ms * 1000000u;
 	c->pub.finalize_timeout_ns = fin_ms * 1000000u;
 	c->x.stall_warn_ns = stall_ms * 1000000u;

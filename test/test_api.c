@@ -217,9 +217,53 @@ static int api_bad_knob(struct tst *t)
 		{ "RDMACH_PEER_TIMEOUT_MS", "-5", -EINVAL,
 		  "RDMACH_PEER_TIMEOUT_MS" },
 		{ "RDMACH_TRANSPORT", "banana", -EINVAL, "RDMACH_TRANSPORT" },
+		/* a knob of a transport that does not run here */
+		{ "RDMACH_IB_RING_SIZE", "banana", -EINVAL,
+		  "RDMACH_IB_RING_SIZE" },
 	};
 
 	return api_env_case(t, e, (int)(sizeof(e) / sizeof(e[0])));
+}
+
+/* Init and connect with name=value set, stderr captured into msg. */
+static int api_init_capture(struct tst *t, const char *name,
+			    const char *value, char *msg, size_t len)
+{
+	struct tst_capture cap;
+	struct api_env e = { name, value, 0, NULL };
+	int err, ret;
+
+	err = tst_capture_begin(&cap, 0);
+	if (err)
+		return tst_fail(t, "capturing stderr: %s", strerror(-err));
+	ret = api_init_with(t, &e);
+	tst_capture_end(t, &cap, msg, len);
+	return ret;
+}
+
+/* A name in the knobs' namespace that is no knob (a typo): warned of at
+ * the process's first init, naming the knob it is a typo of; init goes
+ * on.  The test harness's own variables are not warned of. */
+static int api_unknown_knob(struct tst *t)
+{
+	char msg[4096];
+
+	setenv("RDMACH_TEST_NOT_A_KNOB", "1", 1);
+	if (api_init_capture(t, "RDMACH_ZCOPY_TRESHOLD", "1M", msg,
+			     sizeof(msg)))
+		return -1;
+	TST_CHECK(t, strstr(msg, "RDMACH_ZCOPY_TRESHOLD is set") &&
+		     strstr(msg, "did you mean RDMACH_ZCOPY_THRESHOLD?"),
+		  "no warning naming the typo and the knob: \"%.300s\"", msg);
+	TST_CHECK(t, !strstr(msg, "RDMACH_TEST_NOT_A_KNOB"),
+		  "the test harness's variable warned of: \"%.300s\"", msg);
+	if (api_init_capture(t, "RDMACH_ZCOPY_TRESHOLD", "1M", msg,
+			     sizeof(msg)))
+		return -1;
+	TST_CHECK(t, !strstr(msg, "TRESHOLD"), "warned again at the second "
+		  "init: \"%.300s\"", msg);
+	unsetenv("RDMACH_TEST_NOT_A_KNOB");
+	return 0;
 }
 
 /* rdmach_knob_get(): what the CH3 channel reads its knobs with. */
@@ -576,6 +620,8 @@ static const struct tst_case api_cases[] = {
 	{ "after_finalize", 2, api_after_finalize, 0, NULL, { 0 } },
 	{ "bad_knob", 2, api_bad_knob, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "unknown_knob", 2, api_unknown_knob, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
 	{ "no_ib_device", 2, api_no_ib_device, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "unreachable_host", 2, api_unreachable_host, TST_NO_CTX, NULL,
