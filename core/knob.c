@@ -101,10 +101,20 @@ int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out)
 							 "number");
 		return -EINVAL;
 	}
-	if (k->type != RDMACH_KNOB_BOOL && (v < k->min || v > k->max)) {
-		rdmach_err("%s=%s is out of range [%llu, %llu]", k->name, s,
+	if (k->type == RDMACH_KNOB_BOOL ||
+	    (!v && (k->rules & RDMACH_KNOB_ZERO_OFF))) {
+		*out = v;
+		return 0;
+	}
+	if (v < k->min || v > k->max) {
+		rdmach_err("%s=%s is out of range [%llu, %llu]%s", k->name, s,
 			   (unsigned long long)k->min,
-			   (unsigned long long)k->max);
+			   (unsigned long long)k->max,
+			   k->rules & RDMACH_KNOB_ZERO_OFF ? " (or 0: off)" : "");
+		return -EINVAL;
+	}
+	if ((k->rules & RDMACH_KNOB_POW2) && (v & (v - 1))) {
+		rdmach_err("%s=%s is not a power of two", k->name, s);
 		return -EINVAL;
 	}
 	*out = v;

@@ -21,12 +21,19 @@ enum rdmach_knob_type { RDMACH_KNOB_SIZE, RDMACH_KNOB_UINT, RDMACH_KNOB_BOOL,
  * the module decides (e.g. from the number of local processes). */
 #define RDMACH_KNOB_AUTO "auto"
 
+/* Rules of a numeric knob beyond its range (struct rdmach_knob.rules). */
+enum {
+	RDMACH_KNOB_POW2 = 1 << 0,	/* a power of two */
+	RDMACH_KNOB_ZERO_OFF = 1 << 1,	/* 0 (off) passes, range or not */
+};
+
 struct rdmach_knob {
 	const char *name;		/* "RDMACH_SHM_RING_SIZE" */
 	enum rdmach_knob_type type;
 	const char *deflt;		/* as a user would write it: "64K" */
 	uint64_t min, max;		/* numeric range, inclusive */
 	const char *help;		/* one line */
+	unsigned int rules;		/* RDMACH_KNOB_POW2 | ..._ZERO_OFF */
 };
 
 struct rdmach_knob_table {

@@ -44,11 +44,13 @@ enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
 		4096, 256u << 20,
-		"bytes of each incoming ring, one per local peer (power of two)" },
-	[SHM_K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE, "1K", 0,
-		1u << 20,
+		"bytes of each incoming ring, one per local peer (power of two)",
+		RDMACH_KNOB_POW2 },
+	[SHM_K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE, "1K",
+		2 * SHM_LINE, 1u << 20,
 		"bytes of each incoming ring of one-line packets (<= 56-byte "
-		"puts; power of two >= 128, 0 = none)" },
+		"puts; power of two >= 128, 0 = none)",
+		RDMACH_KNOB_POW2 | RDMACH_KNOB_ZERO_OFF },
 	[SHM_K_CHUNK] = { "RDMACH_SHM_CHUNK", RDMACH_KNOB_SIZE, "8K", 64,
 		256u << 20,
 		"largest ring packet: bigger puts are cut so both sides copy at once" },
@@ -67,11 +69,12 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		RDMACH_KNOB_AUTO, 4096, 64u << 20,
 		"bytes of each copy area, one per local peer, allocated at its "
 		"first large put (power of two; auto: 512K while this host runs "
-		"at most 16 of the job's processes, 256K beyond)" },
+		"at most 16 of the job's processes, 256K beyond)",
+		RDMACH_KNOB_POW2 },
 	[SHM_K_PIPE_CHUNK] = { "RDMACH_SHM_PIPE_CHUNK", RDMACH_KNOB_SIZE, "32K",
 		64, 64u << 20,
 		"slot of the copy area: the largest chunk (power of two, "
-		"area/64 .. area/2)" },
+		"area/64 .. area/2)", RDMACH_KNOB_POW2 },
 	[SHM_K_PIPE_FIRST] = { "RDMACH_SHM_PIPE_FIRST", RDMACH_KNOB_SIZE, "32K",
 		64, 64u << 20,
 		"first chunk of a message; chunks double up to the slot, so the "
@@ -1498,18 +1501,6 @@ static int shm_read_knobs(struct shm_tl *tl)
 	err = shm_read_cma_use(tl);
 	if (err)
 		return err;
-	if (v[SHM_K_RING_SIZE] & (v[SHM_K_RING_SIZE] - 1)) {
-		rdmach_err("shm: RDMACH_SHM_RING_SIZE=%" PRIu64 " is not a "
-			   "power of two", v[SHM_K_RING_SIZE]);
-		return -EINVAL;
-	}
-	if (v[SHM_K_LINE_RING] && (v[SHM_K_LINE_RING] < 2 * SHM_LINE ||
-			       (v[SHM_K_LINE_RING] & (v[SHM_K_LINE_RING] - 1)))) {
-		rdmach_err("shm: RDMACH_SHM_LINE_RING=%" PRIu64 " is neither 0 "
-			   "nor a power of two >= %u", v[SHM_K_LINE_RING],
-			   2 * SHM_LINE);
-		return -EINVAL;
-	}
 	tl->ring_size = v[SHM_K_RING_SIZE];
 	tl->line_ring_size = v[SHM_K_LINE_RING];
 	tl->chunk = v[SHM_K_CHUNK];
