@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run-ib-vm.sh - the rdma_ib test suite: the conformance and fault suites
-# with RDMACH_TRANSPORT=ib plus the test_ib_* tests (test_ib_zcopy: zero-copy
+# run-ib-vm.sh - the rdma_ib test suite: the conformance, fault and API
+# suites with RDMACH_TRANSPORT=ib plus the test_ib_* tests (test_ib_zcopy: zero-copy
 # and the registration cache; test_ib_spipe: the superpipeline and the
 # per-message choice; the conformance suite again under each RDMACH_LARGE
 # protocol: zero-copy from 1 KiB and 4 KiB, the superpipeline from 1 KiB
@@ -44,6 +44,7 @@ inner() {
 	superpipeline unit tests||test_spipe
 	conformance (ib)|RDMACH_TRANSPORT=ib|test_conformance
 	faults (ib)|RDMACH_TRANSPORT=ib|test_faults
+	api (ib)|RDMACH_TRANSPORT=ib|test_api
 	ib modes|RDMACH_TRANSPORT=ib|test_ib_modes
 	zero-copy|RDMACH_TRANSPORT=ib|test_ib_zcopy zcopy_
 	rcache eviction, 10000 buffers|RDMACH_TRANSPORT=ib RDMACH_TEST_TIMEOUT=280|test_ib_zcopy rcache_
