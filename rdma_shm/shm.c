@@ -37,7 +37,7 @@
 enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_CMA,
        SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD, SHM_K_PIPE_AREA,
        SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN, SHM_K_CMA_USE,
-       SHM_K_CMA_DUPLEX,
+       SHM_K_CMA_DUPLEX, SHM_K_CMA_DUPLEX_REUSED,
        SHM_K_CACHE_LIMIT, SHM_K_CALIB_MS, SHM_K_RECENT, SHM_K_LIVENESS_MS,
        SHM_K_WAKE, SHM_K_NUM };
 
@@ -96,8 +96,13 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"can defer (rdmach_put_deferred: MPI send requests) goes by CMA "
 		"while the peer's large messages cross this side's: from a "
 		"buffer one of the last RDMACH_SHM_RECENT large puts used, from "
-		"the CMA threshold up to 6 MiB; from any other, from this size "
-		"up (0: never)" },
+		"RDMACH_SHM_CMA_DUPLEX_REUSED up to 6 MiB; from any other, from "
+		"this size up (0: never)" },
+	[SHM_K_CMA_DUPLEX_REUSED] = { "RDMACH_SHM_CMA_DUPLEX_REUSED",
+		RDMACH_KNOB_SIZE, "128K", 1, UINT64_MAX,
+		"the smallest deferred put from a reused buffer that goes by "
+		"CMA while large messages cross (RDMACH_SHM_CMA_DUPLEX; the "
+		"CMA threshold does not apply to it)" },
 	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
 		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
 		"largest put that can be cache-resident (auto: the largest "
@@ -242,6 +247,9 @@ struct shm_tl {
 	enum shm_cma_use cma_use;
 	int cma_hot, cma_cold;		/* CMA for a hot / cold large put */
 	uint64_t cma_duplex;		/* RDMACH_SHM_CMA_DUPLEX, 0: off */
+	uint64_t cma_duplex_reused;	/* RDMACH_SHM_CMA_DUPLEX_REUSED */
+	uint64_t rndv_min;		/* smallest rendezvous: the lower of
+					 * the two above and the threshold */
 	uint64_t large_min;		/* smallest put that is not ring packets */
 	/* buffers of the last large puts (a ring of `recent` entries) */
 	unsigned recent, recent_pos;
@@ -763,9 +771,21 @@ static __attribute__((noinline)) ssize_t shm_rx_pipe_idle(struct shm_conn *sc)
 	return 0;
 }
 
-/* Deliver what has arrived.  Returns bytes (>= 0) or a negative errno. */
+/* Bytes a rendezvous packet (payload len at p) announces; 0 if short. */
+static uint64_t shm_rndv_total(const uint8_t *p, uint32_t len)
+{
+	const struct rdmach_rndv_hdr *r = (const void *)(p + SHM_HDR);
+
+	return len >= sizeof(*r) ? r->total : 0;
+}
+
+/* Deliver what has arrived; got: bytes this get delivered before.  A get
+ * that has delivered something stops at a rendezvous it cannot take whole:
+ * the caller's next get, for the rest, reads it in one cross-memory read
+ * rather than two (a CH3 header's small buffer then the payload's).
+ * Returns bytes (>= 0) or a negative errno. */
 static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
-			    size_t total)
+			    size_t total, size_t got)
 {
 	size_t done = 0;
 	ssize_t ret = 0;
@@ -804,6 +824,10 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			sc->conn->stats.packets_received++;
 		} else if (shm_hdr_type(h) == RDMACH_PKT_RNDV ||
 			   shm_hdr_type(h) == RDMACH_PKT_PIPE) {
+			if (!sc->rx_off && done + got &&
+			    shm_hdr_type(h) == RDMACH_PKT_RNDV &&
+			    shm_rndv_total(p, len) > total - done)
+				break;
 			if (!sc->rx_off)
 				shm_rx_large_start(sc);
 			ret = shm_hdr_type(h) == RDMACH_PKT_PIPE ?
@@ -849,11 +873,11 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 	rdmach_iovc_init(&c, iov, iovcnt);
 	if (atomic_load_explicit(&sc->rx_ctrl->writer_closed,
 				 memory_order_acquire)) {
-		n = shm_rx_drain(sc, &c, total);
+		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : -ESHUTDOWN;
 	}
 	if (shm_peer_check_due(sc) && shm_peer_dead(sc)) {
-		n = shm_rx_drain(sc, &c, total);
+		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : shm_fail_dead(sc, "(nothing left to read)");
 	}
 	return 0;
@@ -881,11 +905,11 @@ shm_rx_arrived(struct shm_conn *sc, struct shm_rx_ring *r, uint64_t h,
 		}
 		rdmach_iovc_init(&c, iov, iovcnt);
 		c.off = len;	/* more has come: the general loop goes on */
-		n = shm_rx_drain(sc, &c, total - len);
+		n = shm_rx_drain(sc, &c, total - len, len);
 		return n < 0 ? (ssize_t)len : (ssize_t)len + n;
 	}
 	rdmach_iovc_init(&c, iov, iovcnt);
-	return shm_rx_drain(sc, &c, total);
+	return shm_rx_drain(sc, &c, total, 0);
 }
 
 /* Kept small (no register saves): the empty poll is the hot loop of every
@@ -1057,10 +1081,18 @@ static int shm_rndv_cover(const struct iovec *iov, int iovcnt,
 	return n;
 }
 
-/* Post a rendezvous control packet for what iov's first pieces cover:
- * returns those bytes (> 0; the rendezvous is sc->next_rndv_id - 1 and
- * *covered the pieces), 0 when the ring has no room yet (retry), -EAGAIN
- * if they are too few to be worth it, or a negative errno. */
+/* A first piece of at most this many bytes ahead of others (a CH3 header
+ * before its payload) goes through the ring as data, just before the
+ * rendezvous for the rest: the reader's get into the header's small
+ * buffer then stops at the rendezvous (shm_rx_drain) instead of reading
+ * the start of it by a cross-memory read of its own. */
+#define SHM_RNDV_HEAD 256
+
+/* Post a rendezvous control packet for what iov's first pieces cover
+ * (a small first piece as data before it: SHM_RNDV_HEAD): returns those
+ * bytes (> 0; the rendezvous is sc->next_rndv_id - 1 and *covered the
+ * pieces), 0 when the ring has no room yet (retry), -EAGAIN if they are
+ * too few to be worth it, or a negative errno. */
 static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 				int iovcnt, int *covered)
 {
@@ -1069,15 +1101,18 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 		struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
 	} ctl;
 	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
-	uint64_t pos, contig, need, len;
+	size_t head = iovcnt > 1 && iov[0].iov_len <= SHM_RNDV_HEAD ?
+		      iov[0].iov_len : 0;
+	uint64_t pos, contig, need, len, hspan = head ? shm_pkt_span(head) : 0;
 	size_t bytes;
 	int cnt;
 
-	cnt = shm_rndv_cover(iov, iovcnt, &ctl.h, &bytes);
-	if (bytes < sc->tl->cma_threshold)
+	cnt = shm_rndv_cover(iov + !!head, iovcnt - !!head, &ctl.h, &bytes) +
+	      !!head;
+	if (bytes < sc->tl->rndv_min)
 		return -EAGAIN;
 	len = rdmach_rndv_size(ctl.h.nsegs);
-	need = shm_pkt_span(len);
+	need = hspan + shm_pkt_span(len);
 	pos = r->head & r->mask;
 	contig = r->size - pos;
 	if (contig < need) {
@@ -1088,15 +1123,23 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 	} else if (shm_tx_space(sc, r, need) < need) {
 		return shm_tx_stalled(sc);
 	}
+	if (head) {
+		memcpy(r->base + pos + SHM_HDR, iov[0].iov_base, head);
+		shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_DATA,
+			    (uint32_t)head, hspan);
+		sc->conn->stats.packets_sent++;
+		pos += hspan;
+	}
 	ctl.h.id = sc->next_rndv_id++;
 	ctl.h.total = bytes;
 	ctl.h.flags = 0;
 	memcpy(r->base + pos + SHM_HDR, &ctl, len);
-	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_RNDV, (uint32_t)len, need);
+	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_RNDV, (uint32_t)len,
+		    need - hspan);
 	sc->conn->stats.packets_sent++;
 	shm_recent_note(sc->tl, iov, cnt);
 	*covered = cnt;
-	return (ssize_t)bytes;
+	return (ssize_t)(head + bytes);
 }
 
 /* A put that waits for its rendezvous: returns 0 once it is posted (the
@@ -1269,8 +1312,9 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
  * deferred put while large messages go both ways takes CMA
  * (RDMACH_SHM_CMA_DUPLEX): one copy per side, several reads in flight,
  * where the copy area makes each core copy twice.  From a reused buffer
- * that pays from the CMA threshold (MPI bibw with one buffer, 256 KiB-
- * 4 MiB: 1.02-1.58x the copy area, 7 interleaved rounds) up to
+ * that pays from RDMACH_SHM_CMA_DUPLEX_REUSED, below the CMA threshold
+ * (MPI bibw with one buffer, 128 KiB: 1.23x the copy area, 9 interleaved
+ * rounds, 64 KiB 0.81x; 256 KiB-4 MiB: 1.02-1.58x, 7 rounds) up to
  * SHM_DUPLEX_REUSED_LIMIT (8/16 MiB: 0.74/0.58x, 9 rounds; the limit lies
  * between, so that a 4 MiB message with MPI's header is under it); from
  * a new buffer only from RDMACH_SHM_CMA_DUPLEX up (cache-cold MPI bibw by
@@ -1285,16 +1329,19 @@ static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 	struct shm_tl *tl = sc->tl;
 	int reused = -1;		/* unknown without RDMACH_SHM_RECENT */
 
-	if (!tl->cma || total < tl->cma_threshold ||
+	if (!tl->cma || total < tl->rndv_min ||
 	    !atomic_load_explicit(&sc->tx_ctrl->cma_ok, memory_order_relaxed))
 		return 0;
-	if (!sc->tx_pipe.slot || total < tl->pipe_threshold)
-		return 1;
 	if (tl->recent)
 		reused = shm_recent_buf(tl, shm_main_buf(iov, iovcnt));
 	if (deferred && tl->cma_duplex && shm_duplex(sc) &&
-	    (reused == 1 ? total < SHM_DUPLEX_REUSED_LIMIT :
+	    (reused == 1 ? total >= tl->cma_duplex_reused &&
+			   total < SHM_DUPLEX_REUSED_LIMIT :
 			   total >= tl->cma_duplex))
+		return 1;
+	if (total < tl->cma_threshold)
+		return 0;
+	if (!sc->tx_pipe.slot || total < tl->pipe_threshold)
 		return 1;
 	if (tl->cma_hot == tl->cma_cold)
 		return tl->cma_hot;
@@ -1454,8 +1501,8 @@ static int shm_read_pipe_knobs(struct shm_tl *tl, const uint64_t *v)
 	tl->large_min = UINT64_MAX;
 	if (tl->pipe_size)
 		tl->large_min = tl->pipe_threshold;
-	if (tl->cma && tl->cma_threshold < tl->large_min)
-		tl->large_min = tl->cma_threshold;
+	if (tl->cma && tl->rndv_min < tl->large_min)
+		tl->large_min = tl->rndv_min;
 	return 0;
 }
 
@@ -1510,6 +1557,10 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->cma = (int)v[SHM_K_CMA];
 	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
 	tl->cma_duplex = tl->cma_use == SHM_CMA_AUTO ? v[SHM_K_CMA_DUPLEX] : 0;
+	tl->cma_duplex_reused = v[SHM_K_CMA_DUPLEX_REUSED];
+	tl->rndv_min = tl->cma_duplex && tl->cma_duplex_reused <
+		       tl->cma_threshold ? tl->cma_duplex_reused :
+					   tl->cma_threshold;
 	tl->cache_limit = v[SHM_K_CACHE_LIMIT];
 	tl->liveness_ns = v[SHM_K_LIVENESS_MS] * 1000000u;
 	tl->calib_ns = v[SHM_K_CALIB_MS] * 1000000u;
