@@ -248,8 +248,9 @@ struct shm_tl {
 	int cma_hot, cma_cold;		/* CMA for a hot / cold large put */
 	uint64_t cma_duplex;		/* RDMACH_SHM_CMA_DUPLEX, 0: off */
 	uint64_t cma_duplex_reused;	/* RDMACH_SHM_CMA_DUPLEX_REUSED */
-	uint64_t rndv_min;		/* smallest rendezvous: the lower of
-					 * the two above and the threshold */
+	uint64_t rndv_min;		/* smallest rendezvous: the CMA
+					 * threshold, or cma_duplex_reused
+					 * if lower and cma_duplex is on */
 	uint64_t large_min;		/* smallest put that is not ring packets */
 	/* buffers of the last large puts (a ring of `recent` entries) */
 	unsigned recent, recent_pos;
@@ -1104,11 +1105,13 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 	size_t head = iovcnt > 1 && iov[0].iov_len <= SHM_RNDV_HEAD ?
 		      iov[0].iov_len : 0;
 	uint64_t pos, contig, need, len, hspan = head ? shm_pkt_span(head) : 0;
+	int cnt, rest = iovcnt - !!head;
 	size_t bytes;
-	int cnt;
 
-	cnt = shm_rndv_cover(iov + !!head, iovcnt - !!head, &ctl.h, &bytes) +
-	      !!head;
+	/* the pieces covered, head included, fit the waiting put's record */
+	if (head && rest > RDMACH_RNDV_MAX_SEGS - 1)
+		rest = RDMACH_RNDV_MAX_SEGS - 1;
+	cnt = shm_rndv_cover(iov + !!head, rest, &ctl.h, &bytes) + !!head;
 	if (bytes < sc->tl->rndv_min)
 		return -EAGAIN;
 	len = rdmach_rndv_size(ctl.h.nsegs);

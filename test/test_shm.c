@@ -27,6 +27,7 @@
 
 #include "core/log.h"
 #include "lib/tst.h"
+#include "proto/pkt.h"
 #include "rdma_shm/shm_calib.h"
 
 #define BIG (1u << 20)		/* above the default CMA threshold */
@@ -121,8 +122,8 @@ static int get_pieces(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 }
 
 /* Connect with the settings env (name, value, ..., NULL) and return the
- * shm connection to the other rank; NULL with *ret the case's result
- * (TST_SKIP or a failure) if there is none. */
+ * shm connection to the other rank (*ret 0); NULL with *ret the case's
+ * result (TST_SKIP or a failure) if there is none. */
 static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
 				   int *ret)
 {
@@ -141,6 +142,7 @@ static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
 		*ret = c ? TST_SKIP : -1;
 		return NULL;
 	}
+	*ret = 0;
 	return c;
 }
 
@@ -221,7 +223,6 @@ static int shm_rndv_small_head(struct tst *t)
 
 	if (!c)
 		return ret;
-	ret = 0;
 	seed = tst_stream_seed(t, 0, 1);
 	buf = malloc(HEAD_MSGS * msg);
 	if (!buf)
@@ -271,6 +272,51 @@ static int shm_rndv_small_head(struct tst *t)
 			ret = tst_fail(t, "byte %zu of %zu differs", bad,
 				       HEAD_MSGS * msg);
 	}
+	free(buf);
+	return ret ? ret : tst_barrier(t);
+}
+
+/* A small header then 99 pieces of 16 KiB: the header goes as data, a
+ * control packet covers 63 pieces after it (a put covers 64 pieces at
+ * most, header included: the waiting put keeps a record of them), the
+ * caller goes on with the rest; every byte arrives. */
+static int shm_rndv_head_many_pieces(struct tst *t)
+{
+	enum { NP = 100, PL = 16384 };
+	const size_t len = HEAD_LEN + (size_t)(NP - 1) * PL;
+	struct iovec iov[NP];
+	rdmach_conn_t *c;
+	uint64_t seed, t0;
+	uint8_t *buf;
+	int i, ret, cnt = NP;
+	ssize_t n;
+
+	c = connect_with(t, cma_env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 1)
+		return get_pieces(t, c, seed, len, 300000) ? -1 :
+		       tst_barrier(t);
+	buf = malloc(len);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, len, seed, 0);
+	iov[0] = (struct iovec){ buf, HEAD_LEN };
+	for (i = 1; i < NP; i++)
+		iov[i] = (struct iovec){ buf + HEAD_LEN + (size_t)(i - 1) * PL,
+					 PL };
+	t0 = rdmach_now_ns();
+	while (!(n = rdmach_put(c, iov, NP)) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns())
+		;
+	if (n != (ssize_t)(HEAD_LEN + (size_t)(RDMACH_RNDV_MAX_SEGS - 1) * PL))
+		ret = tst_fail(t, "the first put took %zd bytes, expected the "
+			       "header and %d pieces", n,
+			       RDMACH_RNDV_MAX_SEGS - 1);
+	tst_iov_advance(iov, &cnt, n > 0 ? (size_t)n : 0);
+	if (!ret)
+		ret = tst_xfer_iov(t, c, 1, iov, cnt);
 	free(buf);
 	return ret ? ret : tst_barrier(t);
 }
@@ -1420,6 +1466,8 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_rndv_partial", 2, shm_rndv_partial,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_rndv_small_head", 2, shm_rndv_small_head,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_rndv_head_many_pieces", 2, shm_rndv_head_many_pieces,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_rndv_changed_iov", 2, shm_rndv_changed_iov,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
