@@ -91,7 +91,7 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"as measured at start-up), cold (those not likely in cache), "
 		"always, never" },
 	[SHM_K_CMA_DUPLEX] = { "RDMACH_SHM_CMA_DUPLEX", RDMACH_KNOB_SIZE,
-		"1M", 0, UINT64_MAX,
+		"2M", 0, UINT64_MAX,
 		"with RDMACH_SHM_CMA_USE=auto, a put whose completion the caller "
 		"can defer (rdmach_put_deferred: MPI send requests) goes by CMA "
 		"while the peer's large messages cross this side's: from a "
@@ -1321,8 +1321,8 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
  * SHM_DUPLEX_REUSED_LIMIT (8/16 MiB: 0.74/0.58x, 9 rounds; the limit lies
  * between, so that a 4 MiB message with MPI's header is under it); from
  * a new buffer only from RDMACH_SHM_CMA_DUPLEX up (cache-cold MPI bibw by
- * CMA at 256/512 KiB: 0.48/0.69x the copy area, from 1 MiB even or
- * ahead up to 16 MiB).
+ * CMA at 256 KiB/512 KiB/1 MiB: 0.48/0.69/0.55x the copy area, the last
+ * in three 5-7-round runs; from 2 MiB even or ahead up to 16 MiB).
  */
 #define SHM_DUPLEX_REUSED_LIMIT (6u << 20)
 
