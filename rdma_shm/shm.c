@@ -1016,8 +1016,6 @@ static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
 	return (ssize_t)done;
 }
 
-/* Pieces of iov a rendezvous covers (at most RDMACH_RNDV_MAX_SEGS, empty
- * ones included); fills the segments. */
 /* The piece of an iovec that holds most of its bytes: the buffer whose
  * place in the cache decides. */
 static uintptr_t shm_main_buf(const struct iovec *iov, int iovcnt)
@@ -1062,6 +1060,8 @@ static void shm_recent_note(struct shm_tl *tl, const struct iovec *iov,
 	tl->recent_pos = (tl->recent_pos + 1) % tl->recent;
 }
 
+/* Pieces of iov a rendezvous covers (at most RDMACH_RNDV_MAX_SEGS, empty
+ * ones included); fills the segments. */
 static int shm_rndv_cover(const struct iovec *iov, int iovcnt,
 			  struct rdmach_rndv_hdr *r, size_t *bytes)
 {
