@@ -1237,5 +1237,8 @@ void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 		(unsigned long long)sum.rcache_misses,
 		(unsigned long long)sum.rcache_evictions,
 		(unsigned long long)sum.rcache_invalidations);
+	if (sum.zcopy_reads)
+		fprintf(out, "# zero-copy reads issued for the peers' puts: "
+			"%llu\n", (unsigned long long)sum.zcopy_reads);
 	core_print_large(out, &sum);
 }

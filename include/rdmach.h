@@ -129,6 +129,10 @@ typedef struct rdmach_stats {
                                    * (or RDMACH_ZCOPY=0); the ring: under the
                                    * superpipeline's */
     uint64_t why_fallback;        /* ring: the chosen protocol could not run */
+    uint64_t zcopy_reads;         /* reads this side issued for the peers'
+                                   * zero-copy puts (RDMA reads, bounce
+                                   * read-aheads included; process_vm_readv
+                                   * calls): per message, 1 is the least */
 } rdmach_stats_t;
 
 /* What the library exports; everything else in it is hidden (built with

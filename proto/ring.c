@@ -59,8 +59,18 @@ int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
 int ring_tx_reserve_whole(const struct ring_tx *tx, uint32_t len,
 			  struct ring_slot *pad, struct ring_slot *slot)
 {
-	uint64_t off = tx->head & (tx->size - 1);
-	uint64_t bytes = ring_pkt_bytes(len), end = tx->size - off;
+	struct ring_slot lead;
+
+	return ring_tx_reserve_pair(tx, 0, len, pad, &lead, slot);
+}
+
+int ring_tx_reserve_pair(const struct ring_tx *tx, uint32_t lead_len,
+			 uint32_t len, struct ring_slot *pad,
+			 struct ring_slot *lead, struct ring_slot *slot)
+{
+	uint64_t off = tx->head & (tx->size - 1), end = tx->size - off;
+	uint64_t lead_bytes = lead_len ? ring_pkt_bytes(lead_len) : 0;
+	uint64_t bytes = lead_bytes + ring_pkt_bytes(len);
 
 	if (bytes > tx->size / 2)
 		return -EINVAL;
@@ -77,10 +87,16 @@ int ring_tx_reserve_whole(const struct ring_tx *tx, uint32_t len,
 	} else if (ring_tx_free(tx) < bytes) {
 		return -EAGAIN;
 	}
+	lead->off = off;
+	lead->payload = tx->stage + off + RING_HDR;
+	lead->len = lead_len;
+	lead->bytes = lead_bytes;
+	lead->type = RDMACH_PKT_DATA;
+	off += lead_bytes;
 	slot->off = off;
 	slot->payload = tx->stage + off + RING_HDR;
 	slot->len = len;
-	slot->bytes = bytes;
+	slot->bytes = ring_pkt_bytes(len);
 	slot->type = RDMACH_PKT_DATA;
 	return 0;
 }

@@ -137,6 +137,14 @@ int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
 int ring_tx_reserve_whole(const struct ring_tx *tx, uint32_t len,
 			  struct ring_slot *pad, struct ring_slot *slot);
 
+/* The same for two packets back to back, lead (lead_len payload bytes, a
+ * data packet; lead->bytes == 0 when lead_len is 0) then slot, so that
+ * one write can carry both: a small message head ahead of the control
+ * packet for the rest. */
+int ring_tx_reserve_pair(const struct ring_tx *tx, uint32_t lead_len,
+			 uint32_t len, struct ring_slot *pad,
+			 struct ring_slot *lead, struct ring_slot *slot);
+
 /* Write flag, credit and trailer around the payload already copied into
  * slot->payload, and advance head and seq. */
 void ring_tx_commit(struct ring_tx *tx, const struct ring_slot *slot,

@@ -384,20 +384,21 @@ static void ib_put_wait(struct ib_conn *ic)
 /*
  * Zero-copy put (ib_zcopy.h): a waiting one is polled for its ack; a new
  * one registers the buffers and sends one RDMACH_PKT_RNDV packet, whole (the
- * ring end is padded if needed).  With ticket (rdmach_put_deferred) a new
- * one returns its bytes at once, *ticket its id.  -EAGAIN: take the copy
- * path.
+ * ring end is padded if needed), a small first piece as a data packet just
+ * before it, both in one write (IB_ZC_HEAD).  With ticket
+ * (rdmach_put_deferred) a new one returns its bytes at once, *ticket its
+ * id.  -EAGAIN: take the copy path.
  */
 static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 			    int iovcnt, uint64_t *ticket)
 {
 	struct ib_tl *tl = ic->tl;
 	struct ib_zc_ctl ctl;
-	struct ring_slot pad, s;
+	struct ring_slot pad, head_pkt, s;
 	uint64_t credit = tl->mode == RING_MODE_BASIC ? 0 : ic->rx.pos;
 	unsigned int need = 2 * (tl->mode == RING_MODE_BASIC ? 2 : 1) +
 			    IB_SQ_RESERVE;
-	size_t bytes;
+	size_t head = ib_zc_head_len(iov, iovcnt), bytes;
 	uint32_t len;
 	int64_t id;
 	ssize_t n;
@@ -420,7 +421,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 	}
 	if (ic->broken || ib_load(&ic->ctrl->fin))
 		return ib_put_error(ic);
-	len = ib_zc_ctl_len(&ic->zc, iov, iovcnt, &bytes);
+	len = ib_zc_ctl_len(&ic->zc, iov, iovcnt, head, &bytes);
 	if (!bytes)
 		return -EAGAIN;
 	ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
@@ -434,15 +435,17 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 	}
 	if (ic->sq_free < need)
 		ib_iface_poll(tl);
-	ret = ring_tx_reserve_whole(&ic->tx, len, &pad, &s);
+	ret = ring_tx_reserve_pair(&ic->tx, (uint32_t)head, len, &pad,
+				   &head_pkt, &s);
 	if (ret == -EAGAIN && !ib_iface_poll(tl) && !ib_take_credit(ic, 1))
-		ret = ring_tx_reserve_whole(&ic->tx, len, &pad, &s);
+		ret = ring_tx_reserve_pair(&ic->tx, (uint32_t)head, len, &pad,
+					   &head_pkt, &s);
 	if (ret || ic->sq_free < need) {
 		ic->conn->stats.ring_full_stalls++;
 		ib_idle(ic);
 		return ic->broken ? ib_put_error(ic) : 0;
 	}
-	id = ib_zc_put_start(&ic->zc, iov, iovcnt, &ctl, !ticket);
+	id = ib_zc_put_start(&ic->zc, iov, iovcnt, head, &ctl, !ticket);
 	if (id < 0)
 		return -EAGAIN;
 	if (pad.bytes) {
@@ -451,19 +454,24 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 		if (ret)
 			return ret;
 	}
+	if (head) {
+		memcpy(head_pkt.payload, iov[0].iov_base, head);
+		ring_tx_commit(&ic->tx, &head_pkt, credit);
+	}
 	memcpy(s.payload, &ctl, len);
 	s.type = RDMACH_PKT_RNDV;
 	ring_tx_commit(&ic->tx, &s, credit);
 	if (credit)
 		ring_rx_credit_told(&ic->rx, credit);
-	ret = ib_post_packet(ic, s.off, s.bytes, ic->tx.head);
+	ret = ib_post_packet(ic, head_pkt.off, head_pkt.bytes + s.bytes,
+			     ic->tx.head);
 	if (ret)
 		return ret;
-	ic->conn->stats.packets_sent += pad.bytes ? 2 : 1;
+	ic->conn->stats.packets_sent += 1 + !!pad.bytes + !!head;
 	if (!ticket)
 		return 0;
 	*ticket = (uint64_t)id;
-	return (ssize_t)ctl.h.total;
+	return (ssize_t)(head + ctl.h.total);
 }
 
 /*
@@ -672,10 +680,12 @@ static int ib_zc_ack(struct ib_conn *ic, uint64_t id)
 				     &id, 1);
 }
 
-/* A packet other than data at the ring head: bytes delivered (>= 0) or a
- * negative errno; *consumed set when the packet is done. */
+/* A packet other than data at the ring head, got bytes delivered by this
+ * get before it: bytes delivered (>= 0) or a negative errno; *consumed set
+ * when the packet is done. */
 static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
-			  struct rdmach_iovc *c, size_t room, int *consumed)
+			  struct rdmach_iovc *c, size_t room, size_t got,
+			  int *consumed)
 {
 	uint64_t ack = 0;
 	ssize_t n = 0;
@@ -690,6 +700,11 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 		       ib_fail(ic, -ECONNRESET, "the peer left before its "
 			       "zero-copy put was read");
 	if (pkt->type == RDMACH_PKT_RNDV) {
+		if (got && ib_zc_get_stops(&ic->zc, pkt->payload, pkt->len,
+					   room)) {
+			*consumed = 0;
+			return 0;
+		}
 		n = ib_zc_get(&ic->zc, pkt->payload, pkt->len, c, room, &ack);
 		if (n < 0) {
 			ic->broken = 1;
@@ -771,7 +786,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 		if (pkt.type != RDMACH_PKT_DATA) {
 			int consumed;
 			ssize_t k = ib_get_ctl(ic, &pkt, &c, total - done,
-					       &consumed);
+					       done, &consumed);
 
 			if (k < 0)
 				return done ? (ssize_t)done : k;

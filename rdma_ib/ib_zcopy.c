@@ -141,20 +141,25 @@ void ib_zc_conn_release(struct ib_zc_conn *zcc)
 
 /* ---- sender --------------------------------------------------------------- */
 
-/* Pieces a control packet covers: the first RDMACH_RNDV_MAX_SEGS entries
- * of iov (empty ones included, as rdma_shm does). */
-static int ib_zc_cover(int iovcnt)
+/* Pieces after a head a control packet covers: the first
+ * RDMACH_RNDV_MAX_SEGS entries of iov, head included (empty ones too, as
+ * rdma_shm does), so that a waiting put's record (tx_iov) holds them all. */
+static int ib_zc_cover(int iovcnt, size_t head)
 {
-	return iovcnt < RDMACH_RNDV_MAX_SEGS ? iovcnt : RDMACH_RNDV_MAX_SEGS;
+	int max = RDMACH_RNDV_MAX_SEGS - !!head;
+
+	iovcnt -= !!head;
+	return iovcnt < max ? iovcnt : max;
 }
 
 uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
-		       int iovcnt, size_t *bytes)
+		       int iovcnt, size_t head, size_t *bytes)
 {
-	int i, n = ib_zc_cover(iovcnt);
+	int i, n = ib_zc_cover(iovcnt, head);
 	uint32_t nsegs = 0;
 	size_t sum = 0;
 
+	iov += !!head;
 	for (i = 0; i < n; i++) {
 		if (!iov[i].iov_len)
 			continue;
@@ -166,11 +171,12 @@ uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
 }
 
 int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
-			int iovcnt, void *out, int wait)
+			int iovcnt, size_t head, void *out, int wait)
 {
 	struct ib_zc_ctl *ctl = out;
 	struct ib_zc_tx *tx = &zcc->tx[zcc->next_id % IB_ZC_TX_MAX];
-	int i, n = ib_zc_cover(iovcnt), ret;
+	const struct iovec *pv = iov + !!head;
+	int i, n = ib_zc_cover(iovcnt, head), ret;
 	size_t sum = 0;
 
 	tx->nreg = 0;
@@ -179,33 +185,34 @@ int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 		struct rdmach_rcache_region *r;
 		struct rdmach_rndv_seg *s = &ctl->s[ctl->h.nsegs];
 
-		if (!iov[i].iov_len)
+		if (!pv[i].iov_len)
 			continue;
-		ret = rdmach_rcache_get(zcc->zc->rc, iov[i].iov_base,
-					iov[i].iov_len, &r);
+		ret = rdmach_rcache_get(zcc->zc->rc, pv[i].iov_base,
+					pv[i].iov_len, &r);
 		if (ret) {
 			rdmach_debug("ib: zero-copy put to rank %d: cannot "
 				     "register %zu bytes at %p (%s): copying",
-				     zcc->conn->peer, iov[i].iov_len,
-				     iov[i].iov_base, strerror(-ret));
+				     zcc->conn->peer, pv[i].iov_len,
+				     pv[i].iov_base, strerror(-ret));
 			ib_zc_tx_release(zcc, tx);
 			return -EAGAIN;
 		}
 		tx->reg[tx->nreg++] = r;
-		s->addr = (uint64_t)(uintptr_t)iov[i].iov_base;
-		s->len = iov[i].iov_len;
+		s->addr = (uint64_t)(uintptr_t)pv[i].iov_base;
+		s->len = pv[i].iov_len;
 		s->key = ib_zc_mr(r)->rkey;
 		ctl->h.nsegs++;
-		sum += iov[i].iov_len;
+		sum += pv[i].iov_len;
 	}
 	ctl->h.id = zcc->next_id++;
 	ctl->h.total = sum;
 	ctl->h.flags = 0;
 	tx->bytes = sum;
+	tx->head = head;
 	if (wait) {
 		zcc->wait_id = ctl->h.id;
-		zcc->tx_iovcnt = n;
-		memcpy(zcc->tx_iov, iov, (size_t)n * sizeof(*iov));
+		zcc->tx_iovcnt = n + !!head;
+		memcpy(zcc->tx_iov, iov, (size_t)zcc->tx_iovcnt * sizeof(*iov));
 	}
 	return (int64_t)ctl->h.id;
 }
@@ -225,7 +232,8 @@ void ib_zc_tx_reap(struct ib_zc_conn *zcc, uint64_t acked_id)
 ssize_t ib_zc_put_poll(struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, uint64_t acked_id)
 {
-	size_t bytes = zcc->tx[zcc->wait_id % IB_ZC_TX_MAX].bytes;
+	const struct ib_zc_tx *tx = &zcc->tx[zcc->wait_id % IB_ZC_TX_MAX];
+	size_t bytes = tx->head + tx->bytes;
 
 	if (iovcnt < zcc->tx_iovcnt ||
 	    memcmp(iov, zcc->tx_iov, (size_t)zcc->tx_iovcnt * sizeof(*iov))) {
@@ -383,6 +391,7 @@ static int ib_zc_post(struct ib_zc_conn *zcc, struct ibv_sge *sge, int nsge,
 	}
 	(*zcc->sq_free)--;
 	zcc->reads_out++;
+	zcc->conn->stats.zcopy_reads++;
 	return 0;
 }
 
@@ -530,6 +539,14 @@ static int ib_zc_bounce_fill(struct ib_zc_conn *zcc,
 	zcc->b_start = zcc->rx_off;
 	zcc->b_len = len;
 	return 0;
+}
+
+int ib_zc_get_stops(const struct ib_zc_conn *zcc, const void *pkt,
+		    uint32_t len, size_t room)
+{
+	const struct rdmach_rndv_hdr *r = pkt;
+
+	return !zcc->rx_off && len >= sizeof(*r) && r->total > room;
 }
 
 ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,

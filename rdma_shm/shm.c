@@ -609,6 +609,7 @@ static ssize_t shm_rx_rndv_read(struct shm_conn *sc,
 	nr = shm_rndv_remote(r, sc->rx_off, taken, riov);
 	n = process_vm_readv(sc->pid, liov, (unsigned long)nl, riov,
 			     (unsigned long)nr, 0);
+	sc->conn->stats.zcopy_reads++;
 	if (n < 0) {
 		int e = errno;
 

@@ -82,7 +82,7 @@ static int sp_tune_file(struct tst *t)
 	}
 	fclose(f);
 	setenv("RDMACH_TUNE", path, 1);
-	setenv("RDMACH_TUNE_FILE_WRITTEN", "1", 1);
+	setenv("RDMACH_TEST_TUNE_FILE_WRITTEN", "1", 1);
 	return 0;
 }
 
@@ -488,7 +488,7 @@ static int sp_auto(struct tst *t)
 	if (t->rank == 1)
 		return tst_get_all(t, tst_conn(t, 0), 0, seed,
 				   (uint64_t)len * (sc->shape == 2 ? 2 * n : n));
-	if (sc->shape == 3 && !getenv("RDMACH_TUNE_FILE_WRITTEN"))
+	if (sc->shape == 3 && !getenv("RDMACH_TEST_TUNE_FILE_WRITTEN"))
 		return tst_fail(t, "the tuning file was not set up");
 	for (i = 0; i < n; i++) {
 		uint8_t *b = keep;

@@ -588,6 +588,31 @@ static int zt_deferred_death(struct tst *t)
 	return 0;
 }
 
+/* [8-byte header, 300000-byte payload] messages (tst_rndv_small_head):
+ * the header goes through the ring ahead of the rendezvous, the payload
+ * is read by the peer, and only the payload counts as zero-copy. */
+static int zt_small_head(struct tst *t)
+{
+	static const struct zt_case zc = { "64K", NULL, NULL, 0 };
+	const size_t head = 8, payload = 300000;
+	rdmach_stats_t st;
+	int ret = zt_connect(t, &zc);
+
+	if (ret)
+		return ret;
+	if (tst_rndv_small_head(t, tst_conn(t, 1 - t->rank), head, payload))
+		return -1;
+	if (t->rank == 0) {
+		if (zt_stats(t, 1, &st, NULL))
+			return -1;
+		TST_CHECK(t, st.zcopy_msgs == 6 && st.zcopy_bytes == 6 * payload,
+			  "zero-copy: %llu messages, %llu bytes; expected 6 of "
+			  "%zu", (unsigned long long)st.zcopy_msgs,
+			  (unsigned long long)st.zcopy_bytes, payload);
+	}
+	return tst_barrier(t);
+}
+
 static const struct zt_case c_small = { "64K", NULL, NULL, 0 };
 static const struct zt_case c_whole = { "64K", NULL, NULL, 1 };
 static const struct zt_case c_low = { "1", NULL, NULL, 0 };
@@ -615,6 +640,7 @@ static const struct tst_case cases[] = {
 	  { 0 } },
 	{ "zcopy_readonly_source", 2, zt_readonly, TST_NO_CTX, NULL, { 0 } },
 	{ "zcopy_deferred_stream", 2, zt_deferred, TST_NO_CTX, NULL, { 0 } },
+	{ "zcopy_small_head", 2, zt_small_head, TST_NO_CTX, NULL, { 0 } },
 	{ "zcopy_deferred_death", 2, zt_deferred_death,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, -SIGKILL } },

@@ -204,75 +204,18 @@ static int shm_rndv_partial(struct tst *t)
 }
 
 /* A rendezvous put as [small header, payload] (as the CH3 channel puts a
- * message): the header travels through the ring before the rendezvous,
- * and a get into a header-sized buffer returns just the header, stopping
- * at the rendezvous, so that the payload is read whole by the next get
- * (one cross-memory read, not two).  Waiting and deferred puts in turn,
- * several in a row (the packets' places in the ring must line up). */
+ * message): tst_rndv_small_head; here the payload's get is one
+ * cross-memory read, not two. */
 #define HEAD_LEN 8u
-#define HEAD_MSGS 6
-#define HEAD_PAYLOAD 300000u
 
 static int shm_rndv_small_head(struct tst *t)
 {
-	const size_t msg = HEAD_LEN + HEAD_PAYLOAD;
-	uint64_t seed, done;
-	uint8_t *buf;
-	int i, ret;
+	int ret;
 	rdmach_conn_t *c = connect_with(t, cma_env, &ret);
 
 	if (!c)
 		return ret;
-	seed = tst_stream_seed(t, 0, 1);
-	buf = malloc(HEAD_MSGS * msg);
-	if (!buf)
-		return tst_fail(t, "out of memory");
-	if (t->rank == 0)
-		tst_pat_fill(buf, HEAD_MSGS * msg, seed, 0);
-	for (i = 0; i < HEAD_MSGS && !ret; i++) {
-		uint8_t *m = buf + (size_t)i * msg;
-		struct iovec iov[2] = { { m, HEAD_LEN },
-					{ m + HEAD_LEN, HEAD_PAYLOAD } };
-		uint64_t ticket = 0, t0 = rdmach_now_ns();
-		ssize_t n = 0;
-
-		if (t->rank == 0 && !(i % 2)) {
-			ret = tst_xfer_iov(t, c, 1, iov, 2);
-			continue;
-		}
-		while (t->rank == 0 &&
-		       !(n = rdmach_put_deferred(c, iov, 2, &ticket)) &&
-		       rdmach_now_ns() - t0 < tst_stall_ns())
-			;
-		if (t->rank == 0) {
-			if ((size_t)n != msg || !ticket)
-				ret = tst_fail(t, "deferred put %d: %zd, ticket "
-					       "%llu", i, n,
-					       (unsigned long long)ticket);
-			continue;
-		}
-		iov[0].iov_len = 1024;	/* room for more than the header */
-		while (!(n = rdmach_get(c, iov, 1)) &&
-		       rdmach_now_ns() - t0 < tst_stall_ns())
-			;
-		if (n != HEAD_LEN) {
-			ret = tst_fail(t, "message %d: a get of 1024 returned "
-				       "%zd, expected the %u-byte header", i,
-				       n, HEAD_LEN);
-			break;
-		}
-		ret = tst_xfer_iov(t, c, 0, &iov[1], 1);
-	}
-	if (!ret && t->rank == 0)
-		ret = tst_put_done_wait(t, c, &done);
-	if (!ret && t->rank == 1) {
-		size_t bad = tst_pat_check(buf, HEAD_MSGS * msg, seed, 0);
-
-		if (bad != HEAD_MSGS * msg)
-			ret = tst_fail(t, "byte %zu of %zu differs", bad,
-				       HEAD_MSGS * msg);
-	}
-	free(buf);
+	ret = tst_rndv_small_head(t, c, HEAD_LEN, 300000);
 	return ret ? ret : tst_barrier(t);
 }
 

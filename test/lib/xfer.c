@@ -521,3 +521,85 @@ int tst_put_deferred_burst(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
 		  (long long)*last - n + 1);
 	return 0;
 }
+
+/* Messages of tst_rndv_small_head: waiting and deferred puts in turn. */
+#define HEAD_MSGS 6
+
+/* Rank 0: one message, a waiting put on even i, else deferred (whole at
+ * once, with a ticket). */
+static int head_put(struct tst *t, rdmach_conn_t *c, struct iovec *iov,
+		    int i)
+{
+	uint64_t ticket = 0, t0 = rdmach_now_ns();
+	size_t len = iov[0].iov_len + iov[1].iov_len;
+	ssize_t n;
+
+	if (!(i % 2))
+		return tst_xfer_iov(t, c, 1, iov, 2);
+	while (!(n = rdmach_put_deferred(c, iov, 2, &ticket)) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns())
+		;
+	TST_CHECK(t, (size_t)n == len && ticket, "deferred put %d: %zd, "
+		  "ticket %llu", i, n, (unsigned long long)ticket);
+	return 0;
+}
+
+/* Rank 1: a get into room for more than the header must return just the
+ * header, then one for the payload. */
+static int head_get(struct tst *t, rdmach_conn_t *c, struct iovec *iov,
+		    int i)
+{
+	size_t head = iov[0].iov_len;
+	uint64_t t0 = rdmach_now_ns();
+	ssize_t n;
+
+	iov[0].iov_len = 1024;
+	while (!(n = rdmach_get(c, iov, 1)) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns())
+		;
+	TST_CHECK(t, n >= 0 && (size_t)n == head, "message %d: a get of 1024 "
+		  "returned %zd, expected the %zu-byte header", i, n, head);
+	return tst_xfer_iov(t, c, 0, &iov[1], 1);
+}
+
+int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
+			size_t payload)
+{
+	const size_t msg = head + payload;
+	uint64_t seed = tst_stream_seed(t, 0, 1), done;
+	uint8_t *buf = malloc(HEAD_MSGS * msg);
+	rdmach_stats_t st0, st;
+	int i, ret = 0;
+
+	if (!buf || rdmach_conn_stats(c, &st0)) {
+		free(buf);
+		return tst_fail(t, "out of memory or no counters");
+	}
+	if (t->rank == 0)
+		tst_pat_fill(buf, HEAD_MSGS * msg, seed, 0);
+	for (i = 0; i < HEAD_MSGS && !ret; i++) {
+		uint8_t *m = buf + (size_t)i * msg;
+		struct iovec iov[2] = { { m, head }, { m + head, payload } };
+
+		ret = t->rank == 0 ? head_put(t, c, iov, i) :
+				     head_get(t, c, iov, i);
+	}
+	if (!ret && t->rank == 0)
+		ret = tst_put_done_wait(t, c, &done);
+	if (!ret && t->rank == 1) {
+		size_t bad = tst_pat_check(buf, HEAD_MSGS * msg, seed, 0);
+
+		if (bad != HEAD_MSGS * msg)
+			ret = tst_fail(t, "byte %zu of %zu differs", bad,
+				       HEAD_MSGS * msg);
+		else if (rdmach_conn_stats(c, &st) ||
+			 st.zcopy_reads - st0.zcopy_reads != HEAD_MSGS)
+			ret = tst_fail(t, "%llu zero-copy reads for %d "
+				       "messages, expected one each",
+				       (unsigned long long)(st.zcopy_reads -
+							    st0.zcopy_reads),
+				       HEAD_MSGS);
+	}
+	free(buf);
+	return ret;
+}
