@@ -475,33 +475,25 @@ static int zt_readonly(struct tst *t)
 #define ZT_DEF_SMALL 100u	/* bytes between them (copied: no ticket) */
 #define ZT_DEF_MORE 40		/* then more than the transport keeps */
 
-/* Writer of zt_deferred: phase 1 (reader idle), then phase 2. */
-static int zt_deferred_writer(struct tst *t, rdmach_conn_t *c, uint64_t seed,
-			      uint64_t seed2)
+#define ZT_DEF_LEN (ZT_DEF_LARGE * (size_t)(ZT_DEF_PIECE + ZT_DEF_SMALL))
+#define ZT_DEF_LEN2 (ZT_DEF_MORE * (size_t)ZT_DEF_PIECE)
+
+/* Writer of zt_deferred, buffers filled: phase 1 (reader idle), then
+ * phase 2. */
+static int zt_deferred_phases(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
+			      uint8_t *buf2)
 {
-	const size_t step = ZT_DEF_PIECE + ZT_DEF_SMALL;
-	const size_t len = ZT_DEF_LARGE * step;
-	const size_t len2 = ZT_DEF_MORE * (size_t)ZT_DEF_PIECE;
-	uint8_t *buf = malloc(len), *buf2 = malloc(len2);
 	int64_t tk, last = 0;
 	uint64_t done = 0;
 	rdmach_stats_t st;
-	int i, ret = -1;
+	int i, ret;
 
-	if (!buf || !buf2) {
-		ret = tst_fail(t, "out of memory");
-		goto out;
-	}
-	tst_pat_fill(buf, len, seed, 0);
-	tst_pat_fill(buf2, len2, seed2, 0);
 	ret = tst_put_deferred_burst(t, c, buf, ZT_DEF_LARGE, ZT_DEF_PIECE,
 				     ZT_DEF_SMALL, &last);
-	if (!ret)
-		ret = tst_barrier(t);
-	if (ret)
-		goto out;
+	if (ret || tst_barrier(t))
+		return -1;
 	ret = tst_put_done_wait(t, c, &done);
-	memset(buf, 0xa5, len);		/* the caller's again: reused at once */
+	memset(buf, 0xa5, ZT_DEF_LEN);	/* the caller's again: reused at once */
 	TST_CHECK(t, ret == 0 && done >= (uint64_t)last, "put_done %d (%s), "
 		  "done %llu, last ticket %lld", ret, rdmach_strerror(ret),
 		  (unsigned long long)done, (long long)last);
@@ -517,14 +509,27 @@ static int zt_deferred_writer(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 	TST_CHECK(t, ret == 0 && done >= (uint64_t)last, "phase 2: put_done "
 		  "%d, done %llu, last ticket %lld", ret,
 		  (unsigned long long)done, (long long)last);
-	ret = zt_stats(t, 1, &st, NULL);
-	if (ret)
-		goto out;
+	if (zt_stats(t, 1, &st, NULL))
+		return -1;
 	TST_CHECK(t, st.zcopy_msgs == ZT_DEF_LARGE + ZT_DEF_MORE, "%llu "
 		  "zero-copy puts counted, %d made",
 		  (unsigned long long)st.zcopy_msgs, ZT_DEF_LARGE + ZT_DEF_MORE);
-	ret = tst_barrier(t);
-out:
+	return tst_barrier(t);
+}
+
+static int zt_deferred_writer(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+			      uint64_t seed2)
+{
+	uint8_t *buf = malloc(ZT_DEF_LEN), *buf2 = malloc(ZT_DEF_LEN2);
+	int ret;
+
+	if (buf && buf2) {
+		tst_pat_fill(buf, ZT_DEF_LEN, seed, 0);
+		tst_pat_fill(buf2, ZT_DEF_LEN2, seed2, 0);
+		ret = zt_deferred_phases(t, c, buf, buf2);
+	} else {
+		ret = tst_fail(t, "out of memory");
+	}
 	free(buf);
 	free(buf2);
 	return ret;
@@ -538,7 +543,6 @@ out:
 static int zt_deferred(struct tst *t)
 {
 	static const struct zt_case zc = { "64K", NULL, NULL, 0 };
-	const size_t len = ZT_DEF_LARGE * (size_t)(ZT_DEF_PIECE + ZT_DEF_SMALL);
 	uint64_t seed = tst_seed(38, 0, 1), seed2 = tst_seed(39, 0, 1);
 	rdmach_conn_t *c;
 	int ret = zt_connect(t, &zc);
@@ -548,8 +552,8 @@ static int zt_deferred(struct tst *t)
 	c = tst_conn(t, 1 - t->rank);
 	if (t->rank == 0)
 		return zt_deferred_writer(t, c, seed, seed2);
-	if (tst_barrier(t) || tst_get_all(t, c, 0, seed, len) ||
-	    tst_get_all(t, c, 0, seed2, ZT_DEF_MORE * (size_t)ZT_DEF_PIECE))
+	if (tst_barrier(t) || tst_get_all(t, c, 0, seed, ZT_DEF_LEN) ||
+	    tst_get_all(t, c, 0, seed2, ZT_DEF_LEN2))
 		return -1;
 	return tst_barrier(t);
 }
