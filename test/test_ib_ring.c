@@ -113,6 +113,120 @@ err:
 	return -1;
 }
 
+/* The next packet at the receiver's head must be of type and len, its
+ * payload the pattern from stream offset *got (unless a pad); consumed. */
+static int expect_pkt(struct tst *t, struct pipe *p, unsigned int type,
+		      uint32_t len, uint64_t *got)
+{
+	struct ring_pkt pkt;
+	size_t bad;
+	int r = ring_rx_peek(&p->rx, 1, &pkt);
+
+	TST_CHECK(t, r == 1 && pkt.type == type && pkt.len == len,
+		  "peek %d: type %u len %u, expected type %u len %u", r,
+		  pkt.type, pkt.len, type, len);
+	if (type != RDMACH_PKT_PAD) {
+		bad = tst_pat_check(pkt.payload, len, p->seed, *got);
+		TST_CHECK(t, bad == len, "packet of type %u: byte %zu differs",
+			  type, bad);
+		*got += len;
+	}
+	ring_rx_consume(&p->rx, &pkt);
+	return 0;
+}
+
+/* Two packets reserved together (ring_tx_reserve_pair: a message head as
+ * data, then the control packet for the rest, as rdma_ib sends a
+ * rendezvous) through a small ring, many laps: they are adjacent (one
+ * write carries both, here one memcpy), never cross the ring end (a pad
+ * fills it first), arrive in order and byte-exact; a pair that does not
+ * fit the free space is refused whole. */
+static int case_pair(struct tst *t)
+{
+	struct pipe p;
+	struct ring_slot pad, lead, s;
+	uint64_t rng = 777, sent = 0, got = 0, pads = 0, i;
+	uint32_t lead_len, len;
+	int r;
+
+	pipe_init(t, &p, 8192);
+	for (i = 0; i < 20000; i++) {
+		lead_len = (uint32_t)tst_rand_range(&rng, 0, 256);
+		len = (uint32_t)tst_rand_range(&rng, 1, 1600);
+		r = ring_tx_reserve_pair(&p.tx, lead_len, len, &pad, &lead, &s);
+		TST_CHECK(t, r == 0, "pair %u + %u, empty ring: %d", lead_len,
+			  len, r);
+		TST_CHECK(t, lead.bytes == (lead_len ? ring_pkt_bytes(lead_len)
+					    : 0) &&
+			  s.off == lead.off + lead.bytes &&
+			  s.bytes == ring_pkt_bytes(len) &&
+			  s.off + s.bytes <= p.size &&
+			  (!pad.bytes || (pad.off + pad.bytes == p.size &&
+					  lead.off == 0)),
+			  "pair %llu: pad %llu+%llu lead %llu+%llu slot "
+			  "%llu+%llu", (unsigned long long)i,
+			  (unsigned long long)pad.off,
+			  (unsigned long long)pad.bytes,
+			  (unsigned long long)lead.off,
+			  (unsigned long long)lead.bytes,
+			  (unsigned long long)s.off,
+			  (unsigned long long)s.bytes);
+		if (pad.bytes) {
+			ring_tx_commit(&p.tx, &pad, 0);
+			wire(&p, &pad, 0, pad.bytes);
+			pads++;
+		}
+		if (lead_len) {
+			tst_pat_fill(lead.payload, lead_len, p.seed, sent);
+			ring_tx_commit(&p.tx, &lead, 0);
+			sent += lead_len;
+		}
+		tst_pat_fill(s.payload, len, p.seed, sent);
+		s.type = RDMACH_PKT_RNDV;
+		ring_tx_commit(&p.tx, &s, 0);
+		sent += len;
+		memcpy(p.ring + lead.off, p.stage + lead.off,
+		       lead.bytes + s.bytes);
+		if ((pad.bytes && expect_pkt(t, &p, RDMACH_PKT_PAD, pad.len,
+					     &got)) ||
+		    (lead_len && expect_pkt(t, &p, RDMACH_PKT_DATA, lead_len,
+					    &got)) ||
+		    expect_pkt(t, &p, RDMACH_PKT_RNDV, len, &got))
+			goto err;
+		TST_CHECK0(t, ring_tx_credit(&p.tx, p.rx.pos));
+		ring_tx_acked(&p.tx, p.tx.head);
+	}
+	pipe_free(&p);
+	/* refused whole: 512 bytes free, at the ring end; a pair that takes
+	 * 512 fits, one a byte longer (576) does not */
+	pipe_init(t, &p, 8192);
+	for (i = 0; i < 8; i++) {
+		r = ring_tx_reserve(&p.tx, i < 7 ? 1000 : 488, p.size, &s);
+		TST_CHECK(t, r == 0 && s.bytes == (i < 7 ? 1024u : 512u),
+			  "filler %llu: %d, %llu bytes", (unsigned long long)i,
+			  r, (unsigned long long)s.bytes);
+		ring_tx_commit(&p.tx, &s, 0);
+	}
+	ring_tx_acked(&p.tx, p.tx.head);
+	TST_CHECK(t, ring_tx_free(&p.tx) == 512, "free %llu",
+		  (unsigned long long)ring_tx_free(&p.tx));
+	r = ring_tx_reserve_pair(&p.tx, 100, 512 + 1 - ring_pkt_bytes(100) -
+				 RING_OVERHEAD, &pad, &lead, &s);
+	TST_CHECK(t, r == -EAGAIN, "a pair over the free space: %d", r);
+	r = ring_tx_reserve_pair(&p.tx, 100, 512 - ring_pkt_bytes(100) -
+				 RING_OVERHEAD, &pad, &lead, &s);
+	TST_CHECK(t, r == 0 && !pad.bytes && s.off + s.bytes == p.size,
+		  "a pair that fits the free space exactly: %d", r);
+	pipe_free(&p);
+	TST_CHECK(t, got == sent && pads > 100, "got %llu of %llu, %llu pads",
+		  (unsigned long long)got, (unsigned long long)sent,
+		  (unsigned long long)pads);
+	return 0;
+err:
+	pipe_free(&p);
+	return -1;
+}
+
 /* A packet is not seen until its last byte (the trailer) is there. */
 static int case_partial_arrival(struct tst *t)
 {
@@ -451,6 +565,7 @@ static const struct tst_case cases[] = {
 	{ "ring_chunks", 1, case_chunks, TST_UNIT, NULL, { 0 } },
 	{ "ring_seq_wrap", 1, case_seq_wrap, TST_UNIT, NULL, { 0 } },
 	{ "ring_corrupt_header", 1, case_corrupt, TST_UNIT, NULL, { 0 } },
+	{ "ring_reserve_pair", 1, case_pair, TST_UNIT, NULL, { 0 } },
 };
 
 int main(int argc, char **argv)
