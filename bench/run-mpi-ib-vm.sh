@@ -93,19 +93,41 @@ d=$(runs rdmach | median) db=$(runs rdmach | best)
 		printf "MPI 8-byte latency over rdma_ib: best %s us vs ib_write_lat %s us, ratio %.2f; median %s vs %s, ratio %.2f (target <= 1.2)\n", mb, pb, mb / pb, m, p, m / p }'
 } | tee "$out/summary.txt"
 [ "$bw_reps" -gt 0 ] || exit 0
-# size -> median over rounds of one series (files bw-NAME-R.txt)
-bw_medians() {
-	cat "$out"/bw-"$1"-*.txt | awk '!/^#/ && NF >= 2 {print $1, $2}' |
-		sort -k1,1n -k2,2g | awk '{v[$1] = v[$1] " " $2} END {
-			for (s in v) { n = split(v[s], a, " ");
-				print s, (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) } }' |
-		sort -n
+# One table from the files bw-SERIES-ROUND.txt: per size the median of each
+# series over the rounds, and the median over the rounds of each round's
+# ratio to the better perftest figure of the same round (a round that
+# caught the host busy moves all four figures alike).
+bw_table() {
+	awk 'function med(list,   n, a, i, j, t) {
+		n = split(list, a, " ")
+		for (i = 2; i <= n; i++)	# insertion sort
+			for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) {
+				t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+			}
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	FNR == 1 { split(FILENAME, f, "/"); split(f[length(f)], p, "[-.]")
+		series = p[2]; round = p[3] }
+	!/^#/ && NF >= 2 { v[series, round, $1] = $2; all[series, $1] = all[series, $1] " " $2
+		sizes[$1] = 1; rounds[round] = 1 }
+	END {
+		printf "%-9s %12s %12s %12s %12s %10s %10s\n", "size", "ib_write_bw",
+			"ib_read_bw", "MPI", "rdmach", "MPI/best", "rdmach/best"
+		for (s in sizes) {
+			if (all["write", s] == "")
+				continue	# perftest ran BW_SIZES only
+			rm = rr = ""
+			for (r in rounds) {
+				b = v["write", r, s] > v["read", r, s] ? v["write", r, s] : v["read", r, s]
+				if (b > 0) { rm = rm " " v["mpi", r, s] / b; rr = rr " " v["rdmach", r, s] / b }
+			}
+			printf "%-9s %12.2f %12.2f %12.2f %12.2f %10.3f %10.3f\n", s,
+				med(all["write", s]), med(all["read", s]), med(all["mpi", s]),
+				med(all["rdmach", s]), med(rm), med(rr)
+		}
+	}' "$out"/bw-*-*.txt | sort -n
 }
 {
-	echo "bandwidth over rdma_ib, window 64, one reused buffer, medians of $bw_reps rounds (MB/s = 10^6 B/s):"
-	printf "%-9s %12s %12s %12s %12s %10s %10s\n" size ib_write_bw ib_read_bw \
-		MPI rdmach MPI/best rdmach/best
-	join <(bw_medians write) <(bw_medians read) | join - <(bw_medians mpi) |
-		join - <(bw_medians rdmach) | awk '{ b = $2 > $3 ? $2 : $3;
-		printf "%-9s %12.2f %12.2f %12.2f %12.2f %10.3f %10.3f\n", $1, $2, $3, $4, $5, $4 / b, $5 / b }'
+	echo "bandwidth over rdma_ib, window 64, one reused buffer, $bw_reps rounds (MB/s = 10^6 B/s; figures: medians over the rounds; ratios: medians of the per-round ratios):"
+	bw_table
 } | tee -a "$out/summary.txt"
