@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* Packet types (every ring header has at least 4 bits for them; 0 is
  * never used, so a zeroed header never matches). */
@@ -64,6 +65,45 @@ static inline size_t rdmach_rndv_size(uint32_t nsegs)
 {
 	return sizeof(struct rdmach_rndv_hdr) +
 	       (size_t)nsegs * sizeof(struct rdmach_rndv_seg);
+}
+
+/* Bytes a control packet of len payload bytes announces; 0 if short. */
+static inline uint64_t rdmach_rndv_total(const void *payload, uint32_t len)
+{
+	const struct rdmach_rndv_hdr *r = payload;
+
+	return len >= sizeof(*r) ? r->total : 0;
+}
+
+/*
+ * A header before a rendezvous (every transport): a first piece of at most
+ * RDMACH_RNDV_HEAD_MAX bytes ahead of others (a CH3 header before its
+ * payload) goes through the ring as a data packet just before the control
+ * packet for the rest, and a get that has delivered something stops at a
+ * control packet it cannot take whole (rdmach_rndv_total above the room
+ * left): the reader's get into the header's small buffer returns the
+ * header alone and the payload's get reads the payload in one pass,
+ * instead of the header-sized get reading into the payload on its own.
+ */
+#define RDMACH_RNDV_HEAD_MAX 256
+
+/* Bytes of iov's first piece that go ahead as data (0: none). */
+static inline size_t rdmach_rndv_head_len(const struct iovec *iov,
+					  int iovcnt)
+{
+	return iovcnt > 1 && iov[0].iov_len <= RDMACH_RNDV_HEAD_MAX ?
+	       iov[0].iov_len : 0;
+}
+
+/* Pieces after a head (rdmach_rndv_head_len) that a control packet
+ * covers: at most RDMACH_RNDV_MAX_SEGS with the head (empty ones
+ * included), so that a waiting put's record of them holds them all. */
+static inline int rdmach_rndv_pieces(int iovcnt, size_t head)
+{
+	int max = RDMACH_RNDV_MAX_SEGS - !!head;
+
+	iovcnt -= !!head;
+	return iovcnt < max ? iovcnt : max;
 }
 
 /*

@@ -385,7 +385,7 @@ static void ib_put_wait(struct ib_conn *ic)
  * Zero-copy put (ib_zcopy.h): a waiting one is polled for its ack; a new
  * one registers the buffers and sends one RDMACH_PKT_RNDV packet, whole (the
  * ring end is padded if needed), a small first piece as a data packet just
- * before it, both in one write (IB_ZC_HEAD).  With ticket
+ * before it, both in one write (RDMACH_RNDV_HEAD_MAX).  With ticket
  * (rdmach_put_deferred) a new one returns its bytes at once, *ticket its
  * id.  -EAGAIN: take the copy path.
  */
@@ -398,7 +398,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 	uint64_t credit = tl->mode == RING_MODE_BASIC ? 0 : ic->rx.pos;
 	unsigned int need = 2 * (tl->mode == RING_MODE_BASIC ? 2 : 1) +
 			    IB_SQ_RESERVE;
-	size_t head = ib_zc_head_len(iov, iovcnt), bytes;
+	size_t head = rdmach_rndv_head_len(iov, iovcnt), bytes;
 	uint32_t len;
 	int64_t id;
 	ssize_t n;

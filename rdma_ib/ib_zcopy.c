@@ -141,21 +141,10 @@ void ib_zc_conn_release(struct ib_zc_conn *zcc)
 
 /* ---- sender --------------------------------------------------------------- */
 
-/* Pieces after a head a control packet covers: the first
- * RDMACH_RNDV_MAX_SEGS entries of iov, head included (empty ones too, as
- * rdma_shm does), so that a waiting put's record (tx_iov) holds them all. */
-static int ib_zc_cover(int iovcnt, size_t head)
-{
-	int max = RDMACH_RNDV_MAX_SEGS - !!head;
-
-	iovcnt -= !!head;
-	return iovcnt < max ? iovcnt : max;
-}
-
 uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, size_t head, size_t *bytes)
 {
-	int i, n = ib_zc_cover(iovcnt, head);
+	int i, n = rdmach_rndv_pieces(iovcnt, head);
 	uint32_t nsegs = 0;
 	size_t sum = 0;
 
@@ -176,7 +165,7 @@ int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 	struct ib_zc_ctl *ctl = out;
 	struct ib_zc_tx *tx = &zcc->tx[zcc->next_id % IB_ZC_TX_MAX];
 	const struct iovec *pv = iov + !!head;
-	int i, n = ib_zc_cover(iovcnt, head), ret;
+	int i, n = rdmach_rndv_pieces(iovcnt, head), ret;
 	size_t sum = 0;
 
 	tx->nreg = 0;
@@ -544,9 +533,7 @@ static int ib_zc_bounce_fill(struct ib_zc_conn *zcc,
 int ib_zc_get_stops(const struct ib_zc_conn *zcc, const void *pkt,
 		    uint32_t len, size_t room)
 {
-	const struct rdmach_rndv_hdr *r = pkt;
-
-	return !zcc->rx_off && len >= sizeof(*r) && r->total > room;
+	return !zcc->rx_off && rdmach_rndv_total(pkt, len) > room;
 }
 
 ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,

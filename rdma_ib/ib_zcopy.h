@@ -16,7 +16,7 @@
  *           ack word passes their id (ids and acks are in ring order, so
  *           one word acknowledges them all), and the packets, small or
  *           not, that follow them go on meanwhile.  A small first piece
- *           (IB_ZC_HEAD) goes ahead of the RNDV packet as data.
+ *           (RDMACH_RNDV_HEAD_MAX) goes ahead of the RNDV packet as data.
  *  receiver get, meeting the RNDV packet at the ring head, registers the
  *           part of its iovec the packet fills now, RDMA-reads straight
  *           into it (split to the QP's max_send_sge, the port's max_msg_sz
@@ -99,7 +99,7 @@ struct ib_zc {
 /* A posted rendezvous: its registrations, held until its ack. */
 struct ib_zc_tx {
 	size_t bytes;		/* read by the peer */
-	size_t head;		/* sent ahead of it as data (IB_ZC_HEAD) */
+	size_t head;		/* sent ahead of it as data */
 	int nreg;
 	struct rdmach_rcache_region *reg[RDMACH_RNDV_MAX_SEGS];
 };
@@ -166,24 +166,11 @@ static inline int ib_zc_tx_room(const struct ib_zc_conn *zcc)
 	return zcc->next_id - zcc->tx_first < IB_ZC_TX_MAX;
 }
 
-/* A first piece of at most this many bytes ahead of others (a CH3 header
- * before its payload) goes through the ring as a data packet just before
- * the control packet for the rest (both in one write): the reader's get
- * into the header's small buffer then stops at the rendezvous
- * (ib_zc_get_stops) and the payload's get reads it whole, straight into
- * place, instead of a read ahead into the bounce buffer and a second read
- * for the rest. */
-#define IB_ZC_HEAD 256
-
-/* Bytes of iov's first piece that go ahead as data (0: none). */
-static inline size_t ib_zc_head_len(const struct iovec *iov, int iovcnt)
-{
-	return iovcnt > 1 && iov[0].iov_len <= IB_ZC_HEAD ? iov[0].iov_len : 0;
-}
-
 /* Payload bytes of the control packet for iov after a head of head bytes
- * (ib_zc_head_len); *bytes the bytes it covers.  0 bytes covered means:
- * not worth it. */
+ * (rdmach_rndv_head_len, proto/pkt.h: it goes ahead as data, in the same
+ * write; the payload's get then reads the rest whole, straight into place,
+ * instead of a read ahead into the bounce buffer and a second read);
+ * *bytes the bytes it covers.  0 bytes covered means: not worth it. */
 uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, size_t head, size_t *bytes);
 /* Register the covered pieces after the head and write the control packet
@@ -210,7 +197,7 @@ ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
 		  struct rdmach_iovc *c, size_t room, uint64_t *ack);
 /* Should a get that has delivered something stop at this RNDV packet?
  * Yes when it cannot take the rendezvous whole (room bytes left): the
- * caller's next get, for the rest, reads it in one go (IB_ZC_HEAD). */
+ * caller's next get, for the rest, reads it in one go. */
 int ib_zc_get_stops(const struct ib_zc_conn *zcc, const void *pkt,
 		    uint32_t len, size_t room);
 

@@ -773,14 +773,6 @@ static __attribute__((noinline)) ssize_t shm_rx_pipe_idle(struct shm_conn *sc)
 	return 0;
 }
 
-/* Bytes a rendezvous packet (payload len at p) announces; 0 if short. */
-static uint64_t shm_rndv_total(const uint8_t *p, uint32_t len)
-{
-	const struct rdmach_rndv_hdr *r = (const void *)(p + SHM_HDR);
-
-	return len >= sizeof(*r) ? r->total : 0;
-}
-
 /* Deliver what has arrived; got: bytes this get delivered before.  A get
  * that has delivered something stops at a rendezvous it cannot take whole:
  * the caller's next get, for the rest, reads it in one cross-memory read
@@ -828,7 +820,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			   shm_hdr_type(h) == RDMACH_PKT_PIPE) {
 			if (!sc->rx_off && done + got &&
 			    shm_hdr_type(h) == RDMACH_PKT_RNDV &&
-			    shm_rndv_total(p, len) > total - done)
+			    rdmach_rndv_total(p + SHM_HDR, len) > total - done)
 				break;
 			if (!sc->rx_off)
 				shm_rx_large_start(sc);
@@ -1061,13 +1053,13 @@ static void shm_recent_note(struct shm_tl *tl, const struct iovec *iov,
 	tl->recent_pos = (tl->recent_pos + 1) % tl->recent;
 }
 
-/* Pieces of iov a rendezvous covers (at most RDMACH_RNDV_MAX_SEGS, empty
- * ones included); fills the segments. */
-static int shm_rndv_cover(const struct iovec *iov, int iovcnt,
-			  struct rdmach_rndv_hdr *r, size_t *bytes)
+/* Fill a rendezvous' segments from the n pieces of iov it covers (empty
+ * ones skipped; n from rdmach_rndv_pieces). */
+static void shm_rndv_cover(const struct iovec *iov, int n,
+			   struct rdmach_rndv_hdr *r, size_t *bytes)
 {
-	int i, n = iovcnt < RDMACH_RNDV_MAX_SEGS ? iovcnt : RDMACH_RNDV_MAX_SEGS;
 	size_t sum = 0;
+	int i;
 
 	r->nsegs = 0;
 	for (i = 0; i < n; i++) {
@@ -1080,18 +1072,11 @@ static int shm_rndv_cover(const struct iovec *iov, int iovcnt,
 		sum += iov[i].iov_len;
 	}
 	*bytes = sum;
-	return n;
 }
 
-/* A first piece of at most this many bytes ahead of others (a CH3 header
- * before its payload) goes through the ring as data, just before the
- * rendezvous for the rest: the reader's get into the header's small
- * buffer then stops at the rendezvous (shm_rx_drain) instead of reading
- * the start of it by a cross-memory read of its own. */
-#define SHM_RNDV_HEAD 256
 
 /* Post a rendezvous control packet for what iov's first pieces cover
- * (a small first piece as data before it: SHM_RNDV_HEAD): returns those
+ * (a small first piece as data before it: RDMACH_RNDV_HEAD_MAX): returns those
  * bytes (> 0; the rendezvous is sc->next_rndv_id - 1 and *covered the
  * pieces), 0 when the ring has no room yet (retry), -EAGAIN if they are
  * too few to be worth it, or a negative errno. */
@@ -1103,16 +1088,12 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 		struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
 	} ctl;
 	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
-	size_t head = iovcnt > 1 && iov[0].iov_len <= SHM_RNDV_HEAD ?
-		      iov[0].iov_len : 0;
+	size_t head = rdmach_rndv_head_len(iov, iovcnt), bytes;
 	uint64_t pos, contig, need, len, hspan = head ? shm_pkt_span(head) : 0;
-	int cnt, rest = iovcnt - !!head;
-	size_t bytes;
+	int cnt = rdmach_rndv_pieces(iovcnt, head);
 
-	/* the pieces covered, head included, fit the waiting put's record */
-	if (head && rest > RDMACH_RNDV_MAX_SEGS - 1)
-		rest = RDMACH_RNDV_MAX_SEGS - 1;
-	cnt = shm_rndv_cover(iov + !!head, rest, &ctl.h, &bytes) + !!head;
+	shm_rndv_cover(iov + !!head, cnt, &ctl.h, &bytes);
+	cnt += !!head;
 	if (bytes < sc->tl->rndv_min)
 		return -EAGAIN;
 	len = rdmach_rndv_size(ctl.h.nsegs);

@@ -609,10 +609,12 @@ static int zt_small_head(struct tst *t)
 	if (t->rank == 0) {
 		if (zt_stats(t, 1, &st, NULL))
 			return -1;
-		TST_CHECK(t, st.zcopy_msgs == 6 && st.zcopy_bytes == 6 * payload,
-			  "zero-copy: %llu messages, %llu bytes; expected 6 of "
+		TST_CHECK(t, st.zcopy_msgs == TST_RNDV_HEAD_MSGS &&
+			  st.zcopy_bytes == TST_RNDV_HEAD_MSGS * payload,
+			  "zero-copy: %llu messages, %llu bytes; expected %d of "
 			  "%zu", (unsigned long long)st.zcopy_msgs,
-			  (unsigned long long)st.zcopy_bytes, payload);
+			  (unsigned long long)st.zcopy_bytes,
+			  TST_RNDV_HEAD_MSGS, payload);
 	}
 	return tst_barrier(t);
 }

@@ -281,13 +281,14 @@ int tst_put_done_wait(struct tst *t, rdmach_conn_t *c, uint64_t *done);
  * ones with none, and put_done must say none is done.  0 or -1. */
 int tst_put_deferred_burst(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
 			   int n, size_t large, size_t small, int64_t *last);
-/* Rank 0 puts messages [head bytes, payload bytes] (one iovec of two
- * pieces, as the CH3 channel puts a message: waiting and deferred puts in
- * turn, several in a row) through a rendezvous; rank 1 must get just the
- * header from a get with room for 1 KiB (the header travels through the
- * ring ahead of the rendezvous, and the get stops there), then the payload
- * by a get of its own, in one zero-copy read; every byte is checked.
- * 0 or -1. */
+/* Rank 0 puts TST_RNDV_HEAD_MSGS messages [head bytes, payload bytes] (one
+ * iovec of two pieces, as the CH3 channel puts a message: waiting and
+ * deferred puts in turn, several in a row) through a rendezvous; rank 1
+ * must get just the header from a get with room for 1 KiB (the header
+ * travels through the ring ahead of the rendezvous, and the get stops
+ * there), then the payload by a get of its own, in one zero-copy read;
+ * every byte is checked.  0 or -1. */
+#define TST_RNDV_HEAD_MSGS 6
 int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 			size_t payload);
 

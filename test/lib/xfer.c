@@ -522,9 +522,6 @@ int tst_put_deferred_burst(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
 	return 0;
 }
 
-/* Messages of tst_rndv_small_head: waiting and deferred puts in turn. */
-#define HEAD_MSGS 6
-
 /* Rank 0: one message, a waiting put on even i, else deferred (whole at
  * once, with a ticket). */
 static int head_put(struct tst *t, rdmach_conn_t *c, struct iovec *iov,
@@ -567,7 +564,7 @@ int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 {
 	const size_t msg = head + payload;
 	uint64_t seed = tst_stream_seed(t, 0, 1), done;
-	uint8_t *buf = malloc(HEAD_MSGS * msg);
+	uint8_t *buf = malloc(TST_RNDV_HEAD_MSGS * msg);
 	rdmach_stats_t st0, st;
 	int i, ret = 0;
 
@@ -576,8 +573,8 @@ int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 		return tst_fail(t, "out of memory or no counters");
 	}
 	if (t->rank == 0)
-		tst_pat_fill(buf, HEAD_MSGS * msg, seed, 0);
-	for (i = 0; i < HEAD_MSGS && !ret; i++) {
+		tst_pat_fill(buf, TST_RNDV_HEAD_MSGS * msg, seed, 0);
+	for (i = 0; i < TST_RNDV_HEAD_MSGS && !ret; i++) {
 		uint8_t *m = buf + (size_t)i * msg;
 		struct iovec iov[2] = { { m, head }, { m + head, payload } };
 
@@ -587,18 +584,19 @@ int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 	if (!ret && t->rank == 0)
 		ret = tst_put_done_wait(t, c, &done);
 	if (!ret && t->rank == 1) {
-		size_t bad = tst_pat_check(buf, HEAD_MSGS * msg, seed, 0);
+		size_t bad = tst_pat_check(buf, TST_RNDV_HEAD_MSGS * msg,
+					   seed, 0);
 
-		if (bad != HEAD_MSGS * msg)
+		if (bad != TST_RNDV_HEAD_MSGS * msg)
 			ret = tst_fail(t, "byte %zu of %zu differs", bad,
-				       HEAD_MSGS * msg);
+				       TST_RNDV_HEAD_MSGS * msg);
 		else if (rdmach_conn_stats(c, &st) ||
-			 st.zcopy_reads - st0.zcopy_reads != HEAD_MSGS)
+			 st.zcopy_reads - st0.zcopy_reads != TST_RNDV_HEAD_MSGS)
 			ret = tst_fail(t, "%llu zero-copy reads for %d "
 				       "messages, expected one each",
 				       (unsigned long long)(st.zcopy_reads -
 							    st0.zcopy_reads),
-				       HEAD_MSGS);
+				       TST_RNDV_HEAD_MSGS);
 	}
 	free(buf);
 	return ret;
