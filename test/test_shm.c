@@ -415,6 +415,87 @@ static int shm_deferred_stream(struct tst *t)
 	return tst_barrier(t);
 }
 
+/* Ring packets of a deferred put may be larger (RDMACH_SHM_DEFERRED_CHUNK
+ * 4K) than a waiting put's (RDMACH_SHM_CHUNK 1K): each size on both sides
+ * of both limits, put both ways, takes exactly the packets its limit
+ * gives (the ring, 64 KiB, never reaches its end), and every byte comes
+ * through in order. */
+#define DC_CHUNK 1024u
+#define DC_DEFERRED 4096u
+#define DC_HDR 8u		/* a packet's header word */
+
+static const size_t dc_sizes[] = {
+	DC_CHUNK - DC_HDR, DC_CHUNK - DC_HDR + 1, 3000,
+	DC_DEFERRED - DC_HDR, DC_DEFERRED - DC_HDR + 1, 9000,
+};
+
+static uint64_t dc_packets(size_t len, size_t chunk)
+{
+	return (len + chunk - DC_HDR - 1) / (chunk - DC_HDR);
+}
+
+static int dc_put(struct tst *t, rdmach_conn_t *c, const uint8_t *buf,
+		  size_t len, int deferred)
+{
+	rdmach_stats_t a, b;
+	int64_t tk = 0;
+	int err = 0;
+
+	TST_CHECK(t, !rdmach_conn_stats(c, &a), "stats");
+	if (deferred)
+		tk = tst_put_deferred_whole(t, c, (uint8_t *)buf, len);
+	else
+		put_whole(t, c, buf, len, &err);
+	TST_CHECK(t, tk == 0 && !err, "%s put of %zu: ticket %lld, %s",
+		  deferred ? "deferred" : "waiting", len, (long long)tk,
+		  rdmach_strerror(err));
+	TST_CHECK(t, !rdmach_conn_stats(c, &b), "stats");
+	TST_CHECK(t, b.packets_sent - a.packets_sent ==
+		  dc_packets(len, deferred ? DC_DEFERRED : DC_CHUNK),
+		  "%s put of %zu: %llu packets, expected %llu",
+		  deferred ? "deferred" : "waiting", len,
+		  (unsigned long long)(b.packets_sent - a.packets_sent),
+		  (unsigned long long)dc_packets(len, deferred ? DC_DEFERRED :
+						      DC_CHUNK));
+	return 0;
+}
+
+static int shm_deferred_chunk(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_CHUNK", "1K",
+					   "RDMACH_SHM_DEFERRED_CHUNK", "4K",
+					   "RDMACH_SHM_RING_SIZE", "64K",
+					   "RDMACH_SHM_CMA", "0", NULL };
+	const size_t n = sizeof(dc_sizes) / sizeof(dc_sizes[0]);
+	size_t len = 0, off = 0;
+	uint64_t seed;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	int ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	for (size_t i = 0; i < n; i++)
+		len += 2 * dc_sizes[i];
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 1) {
+		ret = tst_barrier(t);
+		return ret ? ret : get_pieces(t, c, seed, len, 999);
+	}
+	buf = malloc(len);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, len, seed, 0);
+	ret = 0;
+	for (size_t i = 0; i < 2 * n && !ret; i++) {
+		ret = dc_put(t, c, buf + off, dc_sizes[i / 2], i % 2);
+		off += dc_sizes[i / 2];
+	}
+	free(buf);
+	return ret ? ret : tst_barrier(t);
+}
+
 /* A deferred put whose reader dies: put_done fails with -ECONNRESET in
  * bounded time (the caller must not wait for its buffer for ever). */
 static int shm_deferred_death(struct tst *t)
@@ -1419,6 +1500,8 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_cma_off", 2, shm_cma_off, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
 	{ "shm_deferred_stream", 2, shm_deferred_stream,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_chunk", 2, shm_deferred_chunk,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_deferred_duplex", 2, shm_deferred_duplex,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
