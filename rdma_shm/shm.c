@@ -59,7 +59,8 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"16K", 64, 256u << 20,
 		"largest ring packet of a deferred put (rdmach_put_deferred: MPI "
 		"send requests, which come in windows): fewer, larger packets "
-		"where the copies of successive messages overlap anyway" },
+		"where the copies of successive messages overlap anyway (not "
+		"below RDMACH_SHM_CHUNK)" },
 	[SHM_K_CMA] = { "RDMACH_SHM_CMA", RDMACH_KNOB_BOOL, "1", 0, 1,
 		"single-copy large puts by cross-memory attach (process_vm_readv)" },
 	[SHM_K_CMA_THRESHOLD] = { "RDMACH_SHM_CMA_THRESHOLD", RDMACH_KNOB_SIZE,
@@ -1554,6 +1555,8 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->chunk = shm_chunk_payload(v[SHM_K_CHUNK], tl->ring_size);
 	tl->chunk_deferred = shm_chunk_payload(v[SHM_K_DEFERRED_CHUNK],
 					       tl->ring_size);
+	if (tl->chunk_deferred < tl->chunk)	/* one packet takes up to chunk */
+		tl->chunk_deferred = tl->chunk;
 	tl->cma = (int)v[SHM_K_CMA];
 	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
 	tl->cma_duplex = tl->cma_use == SHM_CMA_AUTO ? v[SHM_K_CMA_DUPLEX] : 0;

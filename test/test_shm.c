@@ -415,11 +415,11 @@ static int shm_deferred_stream(struct tst *t)
 	return tst_barrier(t);
 }
 
-/* Ring packets of a deferred put may be larger (RDMACH_SHM_DEFERRED_CHUNK
- * 4K) than a waiting put's (RDMACH_SHM_CHUNK 1K): each size on both sides
- * of both limits, put both ways, takes exactly the packets its limit
- * gives (the ring, 64 KiB, never reaches its end), and every byte comes
- * through in order. */
+/* Ring packets of a deferred put may be larger (RDMACH_SHM_DEFERRED_CHUNK)
+ * than a waiting put's (RDMACH_SHM_CHUNK 1K), never smaller: each size on
+ * both sides of both limits, put both ways, takes exactly the packets its
+ * limit gives (the ring, 64 KiB, never reaches its end), and every byte
+ * comes through in order. */
 #define DC_CHUNK 1024u
 #define DC_DEFERRED 4096u
 #define DC_HDR 8u		/* a packet's header word */
@@ -434,9 +434,12 @@ static uint64_t dc_packets(size_t len, size_t chunk)
 	return (len + chunk - DC_HDR - 1) / (chunk - DC_HDR);
 }
 
+/* One put of len bytes, deferred or waiting, in exactly the packets that
+ * packets of at most chunk bytes make. */
 static int dc_put(struct tst *t, rdmach_conn_t *c, const uint8_t *buf,
-		  size_t len, int deferred)
+		  size_t len, int deferred, size_t chunk)
 {
+	const char *how = deferred ? "deferred" : "waiting";
 	rdmach_stats_t a, b;
 	int64_t tk = 0;
 	int err = 0;
@@ -446,26 +449,24 @@ static int dc_put(struct tst *t, rdmach_conn_t *c, const uint8_t *buf,
 		tk = tst_put_deferred_whole(t, c, (uint8_t *)buf, len);
 	else
 		put_whole(t, c, buf, len, &err);
-	TST_CHECK(t, tk == 0 && !err, "%s put of %zu: ticket %lld, %s",
-		  deferred ? "deferred" : "waiting", len, (long long)tk,
-		  rdmach_strerror(err));
+	TST_CHECK(t, tk == 0 && !err, "%s put of %zu: ticket %lld, %s", how,
+		  len, (long long)tk, rdmach_strerror(err));
 	TST_CHECK(t, !rdmach_conn_stats(c, &b), "stats");
-	TST_CHECK(t, b.packets_sent - a.packets_sent ==
-		  dc_packets(len, deferred ? DC_DEFERRED : DC_CHUNK),
-		  "%s put of %zu: %llu packets, expected %llu",
-		  deferred ? "deferred" : "waiting", len,
+	TST_CHECK(t, b.packets_sent - a.packets_sent == dc_packets(len, chunk),
+		  "%s put of %zu: %llu packets, expected %llu", how, len,
 		  (unsigned long long)(b.packets_sent - a.packets_sent),
-		  (unsigned long long)dc_packets(len, deferred ? DC_DEFERRED :
-						      DC_CHUNK));
+		  (unsigned long long)dc_packets(len, chunk));
 	return 0;
 }
 
-static int shm_deferred_chunk(struct tst *t)
+/* RDMACH_SHM_DEFERRED_CHUNK=deferred: deferred puts in packets of at most
+ * expect bytes. */
+static int dc_case(struct tst *t, const char *deferred, size_t expect)
 {
-	static const char *const env[] = { "RDMACH_SHM_CHUNK", "1K",
-					   "RDMACH_SHM_DEFERRED_CHUNK", "4K",
-					   "RDMACH_SHM_RING_SIZE", "64K",
-					   "RDMACH_SHM_CMA", "0", NULL };
+	const char *const env[] = { "RDMACH_SHM_CHUNK", "1K",
+				    "RDMACH_SHM_DEFERRED_CHUNK", deferred,
+				    "RDMACH_SHM_RING_SIZE", "64K",
+				    "RDMACH_SHM_CMA", "0", NULL };
 	const size_t n = sizeof(dc_sizes) / sizeof(dc_sizes[0]);
 	size_t len = 0, off = 0;
 	uint64_t seed;
@@ -489,11 +490,23 @@ static int shm_deferred_chunk(struct tst *t)
 	tst_pat_fill(buf, len, seed, 0);
 	ret = 0;
 	for (size_t i = 0; i < 2 * n && !ret; i++) {
-		ret = dc_put(t, c, buf + off, dc_sizes[i / 2], i % 2);
+		ret = dc_put(t, c, buf + off, dc_sizes[i / 2], i % 2,
+			     i % 2 ? expect : DC_CHUNK);
 		off += dc_sizes[i / 2];
 	}
 	free(buf);
 	return ret ? ret : tst_barrier(t);
+}
+
+static int shm_deferred_chunk(struct tst *t)
+{
+	return dc_case(t, "4K", DC_DEFERRED);
+}
+
+/* A deferred chunk under the waiting one acts as the waiting one. */
+static int shm_deferred_chunk_floor(struct tst *t)
+{
+	return dc_case(t, "512", DC_CHUNK);
 }
 
 /* A deferred put whose reader dies: put_done fails with -ECONNRESET in
@@ -1502,6 +1515,8 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_deferred_stream", 2, shm_deferred_stream,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_deferred_chunk", 2, shm_deferred_chunk,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_chunk_floor", 2, shm_deferred_chunk_floor,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_deferred_duplex", 2, shm_deferred_duplex,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
