@@ -168,11 +168,13 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	struct iovec local[MPL_IOV_LIMIT];
-	size_t nb = 0;
+	size_t nb = 0, total;
 	int more;
 
-	if (sreq->dev.OnDataAvail || !MPIDI_CH3I_SendQ_empty(vcch) || !vcch->polled ||
-	    MPIDI_CH3I_Iov_bytes(iov, n) > SMALL_REQUEST_MAX)
+	if (sreq->dev.OnDataAvail || !MPIDI_CH3I_SendQ_empty(vcch) || !vcch->polled)
+		return 0;
+	total = MPIDI_CH3I_Iov_bytes(iov, n);
+	if (total > SMALL_REQUEST_MAX)
 		return 0;
 	MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base, iov[0].iov_len);
 	local[0].iov_base = vcch->tx_pkt;
@@ -182,14 +184,12 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *
 	if (*mpi_errno)
 		return 1;
 	sreq->ch.put_ticket = 0;
-	if (nb == MPIDI_CH3I_Iov_bytes(local, n)) {
+	if (nb == total) {
 		*mpi_errno = MPIDI_CH3I_Rdma_put_finish(vc, sreq, &more);
 		return 1;
 	}
-	/* partly taken: the rest waits in the queue, its header in the
-	 * request (the VC's staged one is the next send's) */
-	MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base, iov[0].iov_len);
-	local[0].iov_base = &sreq->dev.pending_pkt;
+	/* partly taken: the rest waits in the queue, the header staying in
+	 * the VC while it is queued (as start_msg leaves one) */
 	set_request_iov(sreq, local, n, nb);
 	*mpi_errno = MPIDI_CH3I_Rdma_enqueue(vc, sreq);
 	return 1;
