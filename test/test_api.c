@@ -24,6 +24,10 @@ static int api_bad_iov(struct tst *t)
 	struct iovec null_base = { NULL, 5 }, null_zero = { NULL, 0 };
 	struct iovec huge[2] = { { buf, SSIZE_MAX }, { buf, SSIZE_MAX } };
 	struct iovec one = { buf, (size_t)SSIZE_MAX + 1 };
+	/* two pieces (the core's fast path): a sum over SSIZE_MAX, a NULL
+	 * second base */
+	struct iovec halves[2] = { { buf, SSIZE_MAX / 2 + 1 }, { buf, SSIZE_MAX / 2 + 1 } };
+	struct iovec null_second[2] = { { buf, 4 }, { NULL, 4 } };
 	struct iovec ok = { buf, sizeof(buf) };
 	uint64_t ticket = 7, done = 7;
 	rdmach_stats_t st;
@@ -45,6 +49,11 @@ static int api_bad_iov(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_get(c, huge, 2), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_put(c, &one, 1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_get(c, &one, 1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put(c, halves, 2), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_get(c, halves, 2), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put(c, null_second, 2), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_get(c, null_second, 2), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_put_deferred(c, null_second, 2, &ticket), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_put(NULL, &ok, 1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_get(NULL, &ok, 1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_put_deferred(c, &ok, 1, NULL), -EINVAL);
