@@ -67,14 +67,15 @@ static int queue_rest(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t nb,
 static int start_msg(MPIDI_VC_t *vc, struct iovec *iov, int n, MPIR_Request **sreq_ptr)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
-	size_t nb = 0, hdr_len = iov[0].iov_len;
+	size_t nb = 0;
 	int mpi_errno = MPI_SUCCESS;
 
 	*sreq_ptr = NULL;
 	prefetch_payload(iov, n);
 	if (MPIDI_CH3I_SendQ_empty(vcch)) {
 		/* stage the header where it stays while this send is queued */
-		MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base, hdr_len);
+		iov[0].iov_len = MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base,
+						       iov[0].iov_len);
 		iov[0].iov_base = vcch->tx_pkt;
 		mpi_errno = MPIDI_CH3I_Rdma_put(vc, iov, n, &nb);
 		if (mpi_errno)
@@ -99,7 +100,8 @@ static int queue_rest(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t nb,
 	MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
 	if (iov[0].iov_base != vcch->tx_pkt) {
 		/* queued behind others: the request keeps its own header copy */
-		MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base, iov[0].iov_len);
+		iov[0].iov_len = MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base,
+						       iov[0].iov_len);
 		iov[0].iov_base = &sreq->dev.pending_pkt;
 	}
 	set_request_iov(sreq, iov, n, nb);
@@ -128,11 +130,10 @@ int MPIDI_CH3_iStartMsg(MPIDI_VC_t *vc, void *hdr, intptr_t hdr_sz, MPIR_Request
 	if (MPIDI_CH3I_SendQ_empty(vcch) && vcch->polled && !vcch->terminated) {
 		ssize_t rc;
 
-		MPIDI_CH3I_Wire_stage(vcch->tx_pkt, hdr, (size_t) hdr_sz);
+		iov[0].iov_len = MPIDI_CH3I_Wire_stage(vcch->tx_pkt, hdr, (size_t) hdr_sz);
 		iov[0].iov_base = vcch->tx_pkt;
-		iov[0].iov_len = (size_t) hdr_sz;
 		rc = rdmach_put(vcch->conn, iov, 1);
-		if (rc == hdr_sz) {
+		if (rc == (ssize_t) iov[0].iov_len) {
 			*sreq_ptr = NULL;
 			return MPI_SUCCESS;
 		}
@@ -176,9 +177,9 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *
 	total = MPIDI_CH3I_Iov_bytes(iov, n);
 	if (total > SMALL_REQUEST_MAX)
 		return 0;
-	MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base, iov[0].iov_len);
+	local[0].iov_len = MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base, iov[0].iov_len);
 	local[0].iov_base = vcch->tx_pkt;
-	local[0].iov_len = iov[0].iov_len;
+	total -= iov[0].iov_len - local[0].iov_len;
 	memcpy(local + 1, iov + 1, (n - 1) * sizeof(*iov));
 	*mpi_errno = MPIDI_CH3I_Rdma_put(vc, local, n, &nb);
 	if (*mpi_errno)
@@ -206,7 +207,8 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 	prefetch_payload(iov, n);
 	if (send_small_request(vc, sreq, iov, n, &mpi_errno))
 		return mpi_errno;
-	MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base, iov[0].iov_len);
+	iov[0].iov_len = MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base,
+					       iov[0].iov_len);
 	iov[0].iov_base = &sreq->dev.pending_pkt;
 	set_request_iov(sreq, iov, n, 0);
 	sreq->ch.put_ticket = 0;

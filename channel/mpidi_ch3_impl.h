@@ -10,7 +10,12 @@
  * upper 16 bits carry the header's length, restored to the plain type
  * before a handler sees the packet.  Sending each header at its own size
  * (40 bytes for an EAGERSHORT packet instead of the union's 80) keeps an
- * 8-byte MPI message in one cache line of the shared-memory ring.
+ * 8-byte MPI message in one cache line of the shared-memory ring.  The
+ * send header of eager, ready and rendezvous-request packets (32 bytes,
+ * 8 of them padding) travels packed into 24: type word, sender_req_id,
+ * match, data_sz -- so that an MPI message of up to 32 bytes sent by the
+ * eager path (MPI_Isend, MPI_Send above the eager-short size) is one
+ * cache line too.
  */
 #ifndef MPIDI_CH3_IMPL_H_INCLUDED
 #define MPIDI_CH3_IMPL_H_INCLUDED
@@ -35,14 +40,45 @@ static inline void MPIDI_CH3I_Wire_encode(void *hdr, size_t len)
 	memcpy(hdr, &w, sizeof(w));
 }
 
+/* The packed send header (see the top of this file). */
+#define MPIDI_CH3I_WIRE_SEND_HDR 24u
+#define MPIDI_CH3I_WIRE_SEND_REQ 4u	/* sender_req_id, in the type word's padding */
+#define MPIDI_CH3I_WIRE_SEND_SZ 16u	/* data_sz */
+
+/* The send header's layout as CH3 defines it without sequence numbers:
+ * packing applies only then (a constant, folded by the compiler). */
+#define MPIDI_CH3I_WIRE_PACKS_SEND \
+	(sizeof(MPIDI_CH3_Pkt_send_t) == 32 && \
+	 offsetof(MPIDI_CH3_Pkt_send_t, match) == 8 && \
+	 offsetof(MPIDI_CH3_Pkt_send_t, sender_req_id) == 16 && \
+	 sizeof(MPI_Request) == 4 && \
+	 offsetof(MPIDI_CH3_Pkt_send_t, data_sz) == 24 && sizeof(intptr_t) == 8)
+
+static inline int MPIDI_CH3I_Wire_is_send(unsigned type)
+{
+	return type == MPIDI_CH3_PKT_EAGER_SEND || type == MPIDI_CH3_PKT_EAGER_SYNC_SEND ||
+	       type == MPIDI_CH3_PKT_READY_SEND || type == MPIDI_CH3_PKT_RNDV_REQ_TO_SEND;
+}
+
 /* Copy CH3's header (a whole MPIDI_CH3_Pkt_t, as every channel assumes:
  * a constant-size copy is a few moves) to dst, a buffer of the channel's,
- * and encode its length there. */
-static inline void MPIDI_CH3I_Wire_stage(MPIDI_CH3_Pkt_t *dst, const void *hdr, size_t len)
+ * pack a send header, and encode the length on the wire there; returns
+ * that length. */
+static inline size_t MPIDI_CH3I_Wire_stage(MPIDI_CH3_Pkt_t *dst, const void *hdr, size_t len)
 {
+	char *d = (char *) dst;
+
 	if (dst != hdr)
 		memcpy(dst, hdr, sizeof(*dst));
+	if (MPIDI_CH3I_WIRE_PACKS_SEND && len == sizeof(MPIDI_CH3_Pkt_send_t) &&
+	    MPIDI_CH3I_Wire_is_send(dst->type)) {
+		memcpy(d + MPIDI_CH3I_WIRE_SEND_REQ, &dst->eager_send.sender_req_id,
+		       sizeof(MPI_Request));
+		memmove(d + MPIDI_CH3I_WIRE_SEND_SZ, &dst->eager_send.data_sz, sizeof(intptr_t));
+		len = MPIDI_CH3I_WIRE_SEND_HDR;
+	}
 	MPIDI_CH3I_Wire_encode(dst, len);
+	return len;
 }
 
 /* Header length from a received type word (0 if it is not a valid one). */
@@ -67,6 +103,32 @@ static inline void MPIDI_CH3I_Wire_decode(void *hdr)
 	memcpy(&w, hdr, sizeof(w));
 	w &= 0xffffu;
 	memcpy(hdr, &w, sizeof(w));
+}
+
+/* The received header at wire (hdr_len bytes, from MPIDI_CH3I_Wire_hdr_len)
+ * as CH3's handlers take it: in place when it is aligned and not packed,
+ * else rebuilt in aligned (a buffer of the channel's). */
+static inline MPIDI_CH3_Pkt_t *MPIDI_CH3I_Wire_unpack(MPIDI_CH3_Pkt_t *aligned, void *wire,
+						      size_t hdr_len)
+{
+	MPIDI_CH3_Pkt_t *pkt = wire;
+	const char *w = wire;
+	uint32_t type;
+
+	memcpy(&type, w, sizeof(type));
+	if (MPIDI_CH3I_WIRE_PACKS_SEND && hdr_len == MPIDI_CH3I_WIRE_SEND_HDR &&
+	    MPIDI_CH3I_Wire_is_send(type & 0xffffu)) {
+		memcpy(aligned, w, MPIDI_CH3I_WIRE_SEND_SZ);
+		memcpy(&aligned->eager_send.data_sz, w + MPIDI_CH3I_WIRE_SEND_SZ, sizeof(intptr_t));
+		memcpy(&aligned->eager_send.sender_req_id, w + MPIDI_CH3I_WIRE_SEND_REQ,
+		       sizeof(MPI_Request));
+		pkt = aligned;
+	} else if ((uintptr_t) wire % _Alignof(MPIDI_CH3_Pkt_t)) {
+		memcpy(aligned, wire, hdr_len);
+		pkt = aligned;
+	}
+	MPIDI_CH3I_Wire_decode(pkt);
+	return pkt;
 }
 
 /* Bytes in iov[0..n). */
