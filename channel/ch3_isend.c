@@ -164,8 +164,8 @@ int MPIDI_CH3_iStartMsgv(MPIDI_VC_t *vc, struct iovec *iov, int n_iov, MPIR_Requ
  * reading (MPI_Isend window of 8-128 B: 1.08-1.28x the bandwidth, 9
  * alternating rounds; both ways at once unchanged).  1: done (or failed:
  * *mpi_errno); 0: go the general way. */
-static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n,
-			      int *mpi_errno)
+static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct iovec *iov,
+			      int n, int *mpi_errno)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	struct iovec local[MPL_IOV_LIMIT];
@@ -180,7 +180,10 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *
 	local[0].iov_len = MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base, iov[0].iov_len);
 	local[0].iov_base = vcch->tx_pkt;
 	total -= iov[0].iov_len - local[0].iov_len;
-	memcpy(local + 1, iov + 1, (n - 1) * sizeof(*iov));
+	if (n == 2)
+		local[1] = iov[1];
+	else
+		memcpy(local + 1, iov + 1, (n - 1) * sizeof(*iov));
 	*mpi_errno = MPIDI_CH3I_Rdma_put(vc, local, n, &nb);
 	if (*mpi_errno)
 		return 1;
@@ -204,9 +207,6 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 	size_t nb = 0;
 	int mpi_errno, more;
 
-	prefetch_payload(iov, n);
-	if (send_small_request(vc, sreq, iov, n, &mpi_errno))
-		return mpi_errno;
 	iov[0].iov_len = MPIDI_CH3I_Wire_stage(&sreq->dev.pending_pkt, iov[0].iov_base,
 					       iov[0].iov_len);
 	iov[0].iov_base = &sreq->dev.pending_pkt;
@@ -235,19 +235,28 @@ static int send_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *i
 int MPIDI_CH3_iSend(MPIDI_VC_t *vc, MPIR_Request *sreq, void *hdr, intptr_t hdr_sz)
 {
 	struct iovec iov[1];
+	int mpi_errno;
 
 	check_hdr_len(hdr_sz);
 	iov[0].iov_base = hdr;
 	iov[0].iov_len = (size_t) hdr_sz;
+	if (send_small_request(vc, sreq, iov, 1, &mpi_errno))
+		return mpi_errno;
 	return send_with_request(vc, sreq, iov, 1);
 }
 
 int MPIDI_CH3_iSendv(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n_iov)
 {
 	struct iovec local[MPL_IOV_LIMIT];
+	int mpi_errno;
 
 	MPIR_Assert(n_iov >= 1 && n_iov <= MPL_IOV_LIMIT);
 	check_hdr_len((intptr_t) iov[0].iov_len);
+	prefetch_payload(iov, n_iov);
+	/* CH3's iovec as it is (a small send copies what it needs); the
+	 * general way changes its own copy */
+	if (send_small_request(vc, sreq, iov, n_iov, &mpi_errno))
+		return mpi_errno;
 	memcpy(local, iov, n_iov * sizeof(*iov));
 	return send_with_request(vc, sreq, local, n_iov);
 }

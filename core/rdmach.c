@@ -844,12 +844,16 @@ static inline int core_fast_call(const struct rdmach_conn *conn,
 }
 
 /* Count what a transport's put took; a put that took nothing may be a
- * stall to warn of, one that took something ends it. */
-static inline void core_put_done(struct rdmach_conn *conn, ssize_t n)
+ * stall to warn of, one that took something ends it.  fast: the call took
+ * core_fast_call's path, which no stall being timed takes (stall_warned
+ * is set only while one is), so there is none to end. */
+static inline void core_put_done(struct rdmach_conn *conn, ssize_t n, int fast)
 {
 	if (__builtin_expect(n > 0, 1)) {
 		conn->stats.bytes_put += (uint64_t)n;
 		conn->stats.msgs_put++;
+		if (fast)
+			return;
 		conn->stall_since_ns = 0;
 		conn->stall_warned = 0;
 	} else if (n == 0) {
@@ -893,7 +897,7 @@ core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt,
 		n = ops->put_deferred(conn, iov, iovcnt, total, ticket);
 	else
 		n = ops->put(conn, iov, iovcnt, total);
-	core_put_done(conn, n);
+	core_put_done(conn, n, 0);
 	return n;
 }
 
@@ -907,7 +911,7 @@ ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 			     conn->stall_since_ns, 0))
 		return core_put_slow(conn, iov, iovcnt, NULL);
 	n = conn->tl->ops->put(conn, iov, iovcnt, total);
-	core_put_done(conn, n);
+	core_put_done(conn, n, 1);
 	return n;
 }
 
@@ -924,7 +928,7 @@ ssize_t rdmach_put_deferred(rdmach_conn_t *conn, const struct iovec *iov,
 			     !conn->stall_since_ns &&
 			     conn->tl->ops->put_deferred, 1)) {
 		n = conn->tl->ops->put_deferred(conn, iov, iovcnt, total, &t);
-		core_put_done(conn, n);
+		core_put_done(conn, n, 1);
 	} else {
 		n = core_put_slow(conn, iov, iovcnt, &t);
 	}
