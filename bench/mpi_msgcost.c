@@ -1,0 +1,224 @@
+/*
+ * mpi_msgcost - the work an MPI library does per small message, without
+ * its waiting: rank 0 sends windows of -w messages (MPI_Isend each, then
+ * MPI_Waitall) in measured_send(); rank 1 posts the window's receives
+ * (MPI_Irecv each, then MPI_Waitall) in measured_recv() only once the
+ * whole window is in shared memory, so its MPI_Waitall finds every message
+ * there and never polls an empty queue; the next window starts once the
+ * receiver is done.  The two ranks say "sent" and "received" through a
+ * shared-memory word outside MPI, which no measurement sees.
+ *
+ * Run under callgrind by bench/run-msgcost.sh, which counts the
+ * instructions inside measured_send and measured_recv (callgrind
+ * --toggle-collect) and divides by the messages: a figure that does not
+ * move with the host's speed, where timings here move by up to 3x.
+ * Alone it only checks that it runs: `mpiexec -n 2 mpi_msgcost -m 8:8`.
+ * Same-host ranks only (the side channel is a file in /dev/shm).
+ */
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mpi_bench.h"
+
+#define MC_TAG 7
+#define MC_SYNC_TIMEOUT_S 60
+
+struct mc_sync {
+	_Atomic long sent;	/* windows rank 0 has completed */
+	_Atomic long received;	/* windows rank 1 has completed */
+};
+
+static struct mc_sync *mc_map(int rank)
+{
+	char path[64] = "/dev/shm/mpi_msgcost.XXXXXX";
+	struct mc_sync *s;
+	int fd = -1;
+
+	if (rank == 0) {
+		fd = mkstemp(path);
+		if (fd < 0 || ftruncate(fd, sizeof(*s))) {
+			perror("mpi_msgcost: /dev/shm");
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+	}
+	MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
+	if (rank == 1)
+		fd = open(path, O_RDWR);
+	s = fd < 0 ? MAP_FAILED :
+	    mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (s == MAP_FAILED) {
+		perror("mpi_msgcost: mapping the side channel");
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	close(fd);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 0)
+		unlink(path);
+	return s;
+}
+
+/* Wait, outside MPI, until *word reaches want; bounded. */
+static void mc_wait(_Atomic long *word, long want, const char *what)
+{
+	double deadline = bench_now_us() + MC_SYNC_TIMEOUT_S * 1e6;
+
+	while (atomic_load_explicit(word, memory_order_acquire) < want) {
+		if (bench_now_us() > deadline) {
+			fprintf(stderr, "mpi_msgcost: no \"%s\" for window %ld "
+				"within %d s\n", what, want, MC_SYNC_TIMEOUT_S);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		sched_yield();
+	}
+}
+
+static inline __attribute__((always_inline)) void
+mc_send(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	for (int i = 0; i < w; i++)
+		MPI_Isend(buf, n, MPI_CHAR, 1, MC_TAG, MPI_COMM_WORLD, &rq[i]);
+	MPI_Waitall(w, rq, st);
+}
+
+static inline __attribute__((always_inline)) void
+mc_recv(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	for (int i = 0; i < w; i++)
+		MPI_Irecv(buf, n, MPI_CHAR, 0, MC_TAG, MPI_COMM_WORLD, &rq[i]);
+	MPI_Waitall(w, rq, st);
+}
+
+/* The counted windows and the warm-up ones: the same code, two names.
+ * st: a real array, not MPI_STATUSES_IGNORE, which gcc 12 mistakes for an
+ * empty one (as in mpi_bw). */
+static __attribute__((noinline, noclone)) void
+measured_send(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	mc_send(buf, n, w, rq, st);
+}
+
+static __attribute__((noinline, noclone)) void
+measured_recv(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	mc_recv(buf, n, w, rq, st);
+}
+
+static __attribute__((noinline, noclone)) void
+warm_send(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	mc_send(buf, n, w, rq, st);
+}
+
+static __attribute__((noinline, noclone)) void
+warm_recv(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	mc_recv(buf, n, w, rq, st);
+}
+
+static void mc_run(int rank, struct mc_sync *s, long *done, char *buf, size_t size,
+		   int w, long warmup, long rounds, MPI_Request *rq,
+		   MPI_Status *st)
+{
+	for (long r = 0; r < warmup + rounds; r++) {
+		long k = ++*done;
+
+		if (rank == 0) {
+			mc_wait(&s->received, k - 1, "received");
+			(r < warmup ? warm_send : measured_send)(buf, (int)size, w, rq, st);
+			atomic_store_explicit(&s->sent, k, memory_order_release);
+		} else {
+			mc_wait(&s->sent, k, "sent");
+			(r < warmup ? warm_recv : measured_recv)(buf, (int)size, w, rq, st);
+			atomic_store_explicit(&s->received, k, memory_order_release);
+		}
+	}
+	mc_wait(rank == 0 ? &s->received : &s->sent, *done,
+		rank == 0 ? "received" : "sent");
+}
+
+static void mc_usage(const char *prog, FILE *f)
+{
+	fprintf(f, "usage: mpiexec -n 2 %s [-m MIN:MAX] [-w W] [-i ROUNDS] [-x WARMUP]\n"
+		"  -m MIN:MAX  message sizes, powers of two (default 1:1K; at most 4K)\n"
+		"  -w W        messages per window (default 16; W x size <= 32 KiB)\n"
+		"  -i ROUNDS   counted windows per size (default 20)\n"
+		"  -x WARMUP   warm-up windows per size (default 5)\n"
+		"Counts come from bench/run-msgcost.sh (callgrind); alone the\n"
+		"program only runs the windows.\n", prog);
+}
+
+static void mc_parse(int argc, char **argv, struct bench_opts *o)
+{
+	const char *slash = strrchr(argv[0], '/');
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->prog = slash ? slash + 1 : argv[0];
+	o->min_size = 1;
+	o->max_size = 1024;
+	o->window = 16;
+	o->iters = 20;
+	o->warmup = 5;
+	while ((c = getopt(argc, argv, "m:w:i:x:h")) != -1) {
+		switch (c) {
+		case 'm':
+			if (bench_parse_range(optarg, &o->min_size, &o->max_size)) {
+				fprintf(stderr, "bad size range '%s' (e.g. 1:1K)\n", optarg);
+				exit(2);
+			}
+			break;
+		case 'w': o->window = (int)bench_parse_count(optarg, "-w"); break;
+		case 'i': o->iters = bench_parse_count(optarg, "-i"); break;
+		case 'x': o->warmup = bench_parse_count(optarg, "-x"); break;
+		case 'h': mc_usage(o->prog, stdout); exit(0);
+		default: mc_usage(o->prog, stderr); exit(2);
+		}
+	}
+	if (optind != argc || o->window < 1 || o->iters < 1 || o->max_size > 4096 ||
+	    o->window * (o->max_size + 64) > 32768) {
+		mc_usage(o->prog, stderr);
+		exit(2);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
+	struct mc_sync *s;
+	MPI_Request *rq;
+	MPI_Status *st;
+	char lib[128];
+	char *buf;
+	long done = 0;
+	int rank;
+
+	mc_parse(argc, argv, &o);
+	rank = mb_start(&argc, &argv, &o);
+	s = mc_map(rank);
+	rq = calloc((size_t)o.window, sizeof(*rq));
+	st = calloc((size_t)o.window, sizeof(*st));
+	buf = bench_alloc(o.max_size);
+	if (!rq || !st) {
+		fprintf(stderr, "mpi_msgcost: out of memory\n");
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	mb_library(lib, sizeof(lib));
+	if (rank == 0)
+		printf("# mpi_msgcost (%s): windows of %d messages, %ld counted "
+		       "per size after %ld warm-up\n# Size  Messages\n",
+		       lib, o.window, o.iters, o.warmup);
+	for (size_t size = o.min_size; size <= o.max_size; size = size ? 2 * size : 1) {
+		mc_run(rank, s, &done, buf, size, o.window, o.warmup, o.iters, rq, st);
+		if (rank == 0)
+			printf("%-10zu %18ld\n", size, o.iters * o.window);
+	}
+	munmap(s, sizeof(*s));
+	free(rq);
+	free(st);
+	free(buf);
+	MPI_Finalize();
+	return 0;
+}

@@ -1,0 +1,82 @@
+#!/bin/bash
+# run-msgcost.sh - instructions per small MPI message, sender and receiver
+# apart, for this MPICH (ch3:rdma), ch3:nemesis from the same tree and
+# Debian's MPICH (ch4:ucx): bench/mpi_msgcost under callgrind, counting
+# only inside its measured windows (MPI_Isend x W + MPI_Waitall on rank 0;
+# MPI_Irecv x W + MPI_Waitall on rank 1, every message already arrived),
+# divided by the messages.  No waiting is counted, so the figures do not
+# move with the host's speed as timings do; they are the work of the MPI
+# library, its device and its transport per message.
+#
+# Environment: MSGCOST_SIZES ("1 8 16 32 64 128 256 1024"), MSGCOST_MPIS
+#   ("rdma nemesis ucx"), MSGCOST_WINDOW (16), MSGCOST_ROUNDS (20),
+#   MSGCOST_RESULTS (results/msgcost-DATE), PREFIX_RDMA / PREFIX_NEMESIS /
+#   PREFIX_UCX (as bench/run-mpi.sh).  Needs valgrind.  ~1 minute per MPI.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+root=$(pwd -P)
+sizes=(${MSGCOST_SIZES:-1 8 16 32 64 128 256 1024})
+window=${MSGCOST_WINDOW:-16}
+rounds=${MSGCOST_ROUNDS:-20}
+out=${MSGCOST_RESULTS:-results/msgcost-$(date +%Y%m%d-%H%M%S)}
+command -v valgrind >/dev/null || { echo "run-msgcost: needs valgrind" >&2; exit 2; }
+
+declare -A prefix=([rdma]=${PREFIX_RDMA:-$root/build/mpich-install}
+		   [nemesis]=${PREFIX_NEMESIS:-$root/build/mpich-nemesis-install}
+		   [ucx]=${PREFIX_UCX:-/usr})
+declare -A label=([rdma]=ch3:rdma [nemesis]=ch3:nemesis [ucx]=ch4:ucx)
+mkdir -p "$out"
+names=()
+for n in ${MSGCOST_MPIS:-rdma nemesis ucx}; do
+	p=${prefix[$n]:-}
+	if [ -n "$p" ] && [ -x "$p/bin/mpicc" ] && [ -x "$p/bin/mpiexec" ]; then
+		mkdir -p "$out/$n"
+		"$p/bin/mpicc" -O2 -Ibench -o "$out/$n/mpi_msgcost" bench/mpi_msgcost.c ||
+			{ echo "run-msgcost: $n: mpi_msgcost does not build" >&2; exit 1; }
+		names+=("$n")
+	else
+		echo "run-msgcost: no $n MPICH in ${p:-?}: left out"
+	fi
+done
+[ ${#names[@]} -gt 0 ] || { echo "run-msgcost: no MPI to measure" >&2; exit 1; }
+
+# counted instructions of one rank's callgrind file (its "totals:" line)
+totals() { awk '/^totals:/ { print $2; f = 1 } END { if (!f) print "" }' "$1"; }
+
+declare -A cost
+for n in "${names[@]}"; do
+	for s in "${sizes[@]}"; do
+		f="$out/$n/cg-$s"
+		rm -f "$f".*
+		if ! timeout 600 "${prefix[$n]}/bin/mpiexec" -n 2 \
+			valgrind -q --tool=callgrind --collect-atstart=no \
+			--toggle-collect='measured_*' \
+			--callgrind-out-file="$f.%q{PMI_RANK}" \
+			"$out/$n/mpi_msgcost" -m "$s:$s" -w "$window" -i "$rounds" \
+			>"$out/$n/run-$s.txt" 2>&1; then
+			echo "run-msgcost: $n size $s failed (see $out/$n/run-$s.txt)" >&2
+			continue
+		fi
+		msgs=$(awk '!/^#/ && NF == 2 { print $2 }' "$out/$n/run-$s.txt")
+		for r in 0 1; do
+			t=$(totals "$f.$r")
+			[ -n "$t" ] && [ -n "$msgs" ] &&
+				cost[$n,$s,$r]=$(awk -v t="$t" -v m="$msgs" 'BEGIN { printf "%.0f", t / m }')
+		done
+	done
+done
+
+{
+	echo "## instructions per message (callgrind; window of $window, $rounds windows counted per size;"
+	echo "## send = MPI_Isend + its share of MPI_Waitall, recv = MPI_Irecv + its share of MPI_Waitall, message already there)"
+	printf '%-8s' size
+	for n in "${names[@]}"; do printf '%18s%18s' "${label[$n]}-send" "${label[$n]}-recv"; done
+	echo
+	for s in "${sizes[@]}"; do
+		printf '%-8s' "$s"
+		for n in "${names[@]}"; do
+			printf '%18s%18s' "${cost[$n,$s,0]:--}" "${cost[$n,$s,1]:--}"
+		done
+		echo
+	done
+} | tee "$out/summary.txt"
