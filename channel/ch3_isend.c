@@ -169,10 +169,11 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct i
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	struct iovec local[MPL_IOV_LIMIT];
-	size_t nb = 0, total;
-	int more;
+	size_t total;
+	ssize_t rc;
 
-	if (sreq->dev.OnDataAvail || !MPIDI_CH3I_SendQ_empty(vcch) || !vcch->polled)
+	if (sreq->dev.OnDataAvail || !MPIDI_CH3I_SendQ_empty(vcch) || !vcch->polled ||
+	    vcch->terminated)
 		return 0;
 	total = MPIDI_CH3I_Iov_bytes(iov, n);
 	if (total > SMALL_REQUEST_MAX)
@@ -184,17 +185,21 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct i
 		local[1] = iov[1];
 	else
 		memcpy(local + 1, iov + 1, (n - 1) * sizeof(*iov));
-	*mpi_errno = MPIDI_CH3I_Rdma_put(vc, local, n, &nb);
-	if (*mpi_errno)
+	/* a plain put (no ticket) of a request without OnDataAvail: taken
+	 * whole, the request is complete */
+	rc = rdmach_put(vcch->conn, local, n);
+	if (rc < 0) {
+		*mpi_errno = MPIDI_CH3I_Rdma_error(vc, "put", rc);
 		return 1;
+	}
 	sreq->ch.put_ticket = 0;
-	if (nb == total) {
-		*mpi_errno = MPIDI_CH3I_Rdma_put_finish(vc, sreq, &more);
+	if ((size_t) rc == total) {
+		*mpi_errno = MPID_Request_complete(sreq);
 		return 1;
 	}
 	/* partly taken: the rest waits in the queue, the header staying in
 	 * the VC while it is queued (as start_msg leaves one) */
-	set_request_iov(sreq, local, n, nb);
+	set_request_iov(sreq, local, n, (size_t) rc);
 	*mpi_errno = MPIDI_CH3I_Rdma_enqueue(vc, sreq);
 	return 1;
 }

@@ -957,21 +957,27 @@ static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
 
 /* ---- send -------------------------------------------------------------- */
 
-/* Free bytes of ring r, refreshing the cached tail when that says
- * < need. */
-static uint64_t shm_tx_space(struct shm_conn *sc, struct shm_tx_ring *r,
-			     uint64_t need)
+/* Free bytes of ring r after a fresh look at the reader's tail. */
+static __attribute__((noinline)) uint64_t
+shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r)
 {
-	uint64_t space = r->size - (r->head - r->tail_seen), tail;
+	uint64_t tail = atomic_load_explicit(r->tail, memory_order_acquire);
 
-	if (space >= need)
-		return space;
-	tail = atomic_load_explicit(r->tail, memory_order_acquire);
 	if (tail != r->tail_seen) {
 		r->tail_seen = tail;
 		sc->conn->stats.credit_updates_received++;
 	}
 	return r->size - (r->head - r->tail_seen);
+}
+
+/* Free bytes of ring r, refreshing the cached tail when that says
+ * < need (inline: every put asks). */
+static inline uint64_t shm_tx_space(struct shm_conn *sc, struct shm_tx_ring *r,
+				    uint64_t need)
+{
+	uint64_t space = r->size - (r->head - r->tail_seen);
+
+	return space >= need ? space : shm_tx_space_refresh(sc, r);
 }
 
 /* Publish the packet at p, its payload written; it takes span bytes of
