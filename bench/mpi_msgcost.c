@@ -91,32 +91,20 @@ mc_recv(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
 	MPI_Waitall(w, rq, st);
 }
 
-/* The counted windows and the warm-up ones: the same code, two names.
- * st: a real array, not MPI_STATUSES_IGNORE, which gcc 12 mistakes for an
- * empty one (as in mpi_bw). */
-static __attribute__((noinline, noclone)) void
-measured_send(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
-{
-	mc_send(buf, n, w, rq, st);
-}
-
-static __attribute__((noinline, noclone)) void
-measured_recv(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
-{
-	mc_recv(buf, n, w, rq, st);
-}
-
-static __attribute__((noinline, noclone)) void
-warm_send(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
-{
-	mc_send(buf, n, w, rq, st);
-}
-
-static __attribute__((noinline, noclone)) void
-warm_recv(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
-{
-	mc_recv(buf, n, w, rq, st);
-}
+/* The counted windows and the warm-up ones: the same code, two names
+ * (run-msgcost.sh counts inside measured_*).  st: a real array, not
+ * MPI_STATUSES_IGNORE, which gcc 12 mistakes for an empty one (as in
+ * mpi_bw). */
+#define MC_WINDOW(name, body)                                               \
+	static __attribute__((noinline, noclone)) void                      \
+	name(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)       \
+	{                                                                   \
+		body(buf, n, w, rq, st);                                    \
+	}
+MC_WINDOW(measured_send, mc_send)
+MC_WINDOW(measured_recv, mc_recv)
+MC_WINDOW(warm_send, mc_send)
+MC_WINDOW(warm_recv, mc_recv)
 
 static void mc_run(int rank, struct mc_sync *s, long *done, char *buf, size_t size,
 		   int w, long warmup, long rounds, MPI_Request *rq,

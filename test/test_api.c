@@ -542,8 +542,10 @@ static int api_zcopy_same_iov(struct tst *t)
 	int ret = 0;
 
 	/* shm: large puts by cross-memory attach whatever the copy area's
-	 * costs are on this machine (an explicit setting wins) */
+	 * costs are on this machine; ib: by zero-copy whatever the start-up
+	 * tuning chose (an explicit setting wins) */
 	setenv("RDMACH_SHM_CMA_USE", "always", 0);
+	setenv("RDMACH_LARGE", "zcopy", 0);
 	if (tst_connect(t, &t->ctx))
 		return tst_fail(t, "init/connect failed");
 	thr = tst_knob("RDMACH_SHM_CMA_THRESHOLD");
