@@ -34,7 +34,6 @@
 # Needs both cores quiet: the script prints the load average before and after.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-root=$(pwd -P)
 reps=${BENCH_REPS:-5}
 out=${BENCH_RESULTS:-results/mpi-$(date +%Y%m%d-%H%M%S)}
 max=${BENCH_MAX:-64M}
@@ -45,27 +44,8 @@ cpus=${BENCH_CPUS-0,1}
 mkdir -p "$out"
 ln -sfn "$(basename "$out")" results/mpi-latest 2>/dev/null || true
 
-declare -A prefix=([rdma]=${PREFIX_RDMA:-$root/build/mpich-install}
-		   [nemesis]=${PREFIX_NEMESIS:-$root/build/mpich-nemesis-install}
-		   [sock]=${PREFIX_SOCK:-$root/build/mpich-sock-install}
-		   [ucx]=${PREFIX_UCX:-/usr})
-declare -A label=([rdma]=ch3:rdma [nemesis]=ch3:nemesis [sock]=ch3:sock
-		  [ucx]=ch4:ucx)
-names=()
-for n in ${BENCH_MPIS:-rdma nemesis ucx}; do
-	p=${prefix[$n]:-}
-	if [ -n "$p" ] && [ -x "$p/bin/mpicc" ] && [ -x "$p/bin/mpiexec" ]; then
-		mkdir -p "$out/$n"
-		for b in mpi_latency mpi_bw; do
-			"$p/bin/mpicc" -O2 -Ibench -o "$out/$n/$b" "bench/$b.c" -lm ||
-				{ echo "run-mpi: $n: $b does not build" >&2; exit 1; }
-		done
-		names+=("$n")
-	else
-		echo "run-mpi: no $n MPICH in ${p:-?}: left out"
-	fi
-done
-[ ${#names[@]} -gt 0 ] || { echo "run-mpi: no MPI to measure" >&2; exit 1; }
+. bench/mpis.sh
+mpis_build run-mpi "$out" "${BENCH_MPIS:-rdma nemesis ucx}" mpi_latency mpi_bw
 peers=(); for n in "${names[@]}"; do [ "$n" != rdma ] && peers+=("$n"); done
 
 pin=(); [ -n "$cpus" ] && pin=(taskset -c "$cpus")

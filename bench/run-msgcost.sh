@@ -14,31 +14,15 @@
 #   PREFIX_UCX (as bench/run-mpi.sh).  Needs valgrind.  ~1 minute per MPI.
 set -u
 cd "$(dirname "$0")/.." || exit 2
-root=$(pwd -P)
 sizes=(${MSGCOST_SIZES:-1 8 16 32 64 128 256 1024})
 window=${MSGCOST_WINDOW:-16}
 rounds=${MSGCOST_ROUNDS:-20}
 out=${MSGCOST_RESULTS:-results/msgcost-$(date +%Y%m%d-%H%M%S)}
 command -v valgrind >/dev/null || { echo "run-msgcost: needs valgrind" >&2; exit 2; }
 
-declare -A prefix=([rdma]=${PREFIX_RDMA:-$root/build/mpich-install}
-		   [nemesis]=${PREFIX_NEMESIS:-$root/build/mpich-nemesis-install}
-		   [ucx]=${PREFIX_UCX:-/usr})
-declare -A label=([rdma]=ch3:rdma [nemesis]=ch3:nemesis [ucx]=ch4:ucx)
 mkdir -p "$out"
-names=()
-for n in ${MSGCOST_MPIS:-rdma nemesis ucx}; do
-	p=${prefix[$n]:-}
-	if [ -n "$p" ] && [ -x "$p/bin/mpicc" ] && [ -x "$p/bin/mpiexec" ]; then
-		mkdir -p "$out/$n"
-		"$p/bin/mpicc" -O2 -Ibench -o "$out/$n/mpi_msgcost" bench/mpi_msgcost.c ||
-			{ echo "run-msgcost: $n: mpi_msgcost does not build" >&2; exit 1; }
-		names+=("$n")
-	else
-		echo "run-msgcost: no $n MPICH in ${p:-?}: left out"
-	fi
-done
-[ ${#names[@]} -gt 0 ] || { echo "run-msgcost: no MPI to measure" >&2; exit 1; }
+. bench/mpis.sh
+mpis_build run-msgcost "$out" "${MSGCOST_MPIS:-rdma nemesis ucx}" mpi_msgcost
 
 # counted instructions of one rank's callgrind file (its "totals:" line)
 totals() { awk '/^totals:/ { print $2; f = 1 } END { if (!f) print "" }' "$1"; }
