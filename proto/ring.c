@@ -27,6 +27,7 @@ void ring_tx_init(struct ring_tx *tx, uint8_t *stage, uint64_t size)
 	tx->stage = stage;
 	tx->size = size;
 	tx->seq = 1;
+	tx->near = 1;
 }
 
 int ring_tx_reserve(const struct ring_tx *tx, uint64_t want,
@@ -101,15 +102,33 @@ int ring_tx_reserve_pair(const struct ring_tx *tx, uint32_t lead_len,
 	return 0;
 }
 
-void ring_tx_commit(struct ring_tx *tx, const struct ring_slot *slot,
+static inline uint64_t ring_load(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+void ring_tx_commit(struct ring_tx *tx, struct ring_slot *slot,
 		    uint64_t credit)
 {
 	uint8_t *p = tx->stage + slot->off;
 	uint64_t flag = ring_flag(tx->seq, slot->type, slot->len);
+	uint64_t trl = slot->bytes - RING_TRL;
+	uint64_t near = ring_flag_trailer(flag | RING_FLAG_NEAR);
 
+	/* the near trailer, unless the old bytes there (the peer has the
+	 * same: see the contract) would already pass for it */
+	if (tx->near && near < trl &&
+	    ring_load(p + near) != (flag | RING_FLAG_NEAR)) {
+		flag |= RING_FLAG_NEAR;
+		trl = near;
+	}
 	ring_store(p, flag);
 	ring_store(p + 8, credit);
-	ring_store(p + slot->bytes - RING_TRL, flag);
+	ring_store(p + trl, flag);
+	slot->wire = trl + RING_TRL;
 	tx->head += slot->bytes;
 	tx->seq = ring_seq_next(tx->seq);
 }
@@ -145,7 +164,7 @@ static int ring_rx_peek_at(const struct ring_rx *rx, uint64_t pos,
 	if (bytes > rx->size - off || !ring_flag_type(flag) ||
 	    ring_flag_type(flag) > RDMACH_PKT_TYPE_MAX)
 		return -EPROTO;
-	if (bottom_fill && ring_load_acquire(p + bytes - RING_TRL) != flag)
+	if (bottom_fill && ring_load_acquire(p + ring_flag_trailer(flag)) != flag)
 		return 0;
 	pkt->payload = p + RING_HDR;
 	pkt->len = ring_flag_len(flag);

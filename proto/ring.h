@@ -7,12 +7,15 @@
  * the transport copies them over (RDMA write), the receiver polls memory.
  *
  * Packet (every packet starts on a RING_ALIGN boundary of the ring):
- *   +0   flag    u64  seq << 32 | type << 24 | payload length
+ *   +0   flag    u64  seq << 32 | near << 31 | type << 24 | payload length
  *   +8   credit  u64  sender's consumed count of the reverse ring
  *   +16  payload
- *   +T-8 trailer u64  == flag, T = ring_pkt_bytes(length)
- * Packets never straddle the ring's end: a put that meets the end writes
- * a shorter packet and continues at offset 0 (no padding packet).
+ *   +X   trailer u64  == flag; X = 16 + length rounded up to 8 when the
+ *                     flag's near bit is set, else T-8, T = ring_pkt_bytes
+ * A packet occupies T ring bytes but only its bytes up to the trailer go on
+ * the wire (an 8-byte message writes 32 bytes, not 64).  Packets never
+ * straddle the ring's end: a put that meets the end writes a shorter
+ * packet and continues at offset 0 (no padding packet).
  *
  * Memory-ordering contract
  * ------------------------
@@ -23,12 +26,16 @@
  * - The receiver loads flag, then trailer, with acquire semantics, and
  *   reads the payload only after both matched.
  * - Stale bytes can never pass for an arrival: every u64 at a flag or
- *   trailer position (multiples of RING_ALIGN, and those minus 8) inside a
- *   consumed packet is zeroed by ring_rx_consume() before the consumed
- *   count is published to the sender (the transport's post of the credit
- *   is the release point).  Free ring space therefore holds, at such
+ *   far trailer position (multiples of RING_ALIGN, and those minus 8)
+ *   inside a consumed packet is zeroed by ring_rx_consume() before the
+ *   consumed count is published to the sender (the transport's post of the
+ *   credit is the release point).  Free ring space therefore holds, at such
  *   positions, only 0 or flags of older sequence numbers, and seq 0 is
- *   never used.
+ *   never used.  A near trailer may lie on old payload instead: every byte
+ *   of the ring is, unless zeroed there, what the sender last built at the
+ *   same offset of its staging mirror (each packet's write covers all it
+ *   built), so ring_tx_commit() looks at staging and sets the near bit only
+ *   when the old u64 there differs from the new flag.
  * - Credits (the receiver's consumed count) are monotonic; the sender
  *   keeps the largest it has seen and ignores older ones.
  * The structures themselves are single-threaded (one side each).
@@ -48,6 +55,7 @@
 #define RING_OVERHEAD	(RING_HDR + RING_TRL)
 #define RING_MAX_PAYLOAD ((1u << 24) - 1)
 #define RING_MIN_SIZE	4096u
+#define RING_FLAG_NEAR	(1u << 31)	/* trailer right after the payload */
 
 enum ring_mode {
 	RING_MODE_BASIC,	/* data write + separate head write; eager tail */
@@ -57,7 +65,7 @@ enum ring_mode {
 
 static inline uint64_t ring_flag(uint32_t seq, unsigned int type, uint32_t len)
 {
-	return (uint64_t)seq << 32 | (uint64_t)(type & 0xff) << 24 |
+	return (uint64_t)seq << 32 | (uint64_t)(type & 0x7f) << 24 |
 	       (len & RING_MAX_PAYLOAD);
 }
 
@@ -68,7 +76,7 @@ static inline uint32_t ring_flag_seq(uint64_t flag)
 
 static inline unsigned int ring_flag_type(uint64_t flag)
 {
-	return (unsigned int)(flag >> 24) & 0xff;
+	return (unsigned int)(flag >> 24) & 0x7f;
 }
 
 static inline uint32_t ring_flag_len(uint64_t flag)
@@ -88,6 +96,16 @@ static inline uint64_t ring_pkt_bytes(uint64_t len)
 	return (len + RING_OVERHEAD + RING_ALIGN - 1) & ~(uint64_t)(RING_ALIGN - 1);
 }
 
+/* Offset of the trailer of the packet with this flag. */
+static inline uint64_t ring_flag_trailer(uint64_t flag)
+{
+	uint64_t len = ring_flag_len(flag);
+
+	if (flag & RING_FLAG_NEAR)
+		return RING_HDR + ((len + RING_TRL - 1) & ~(uint64_t)(RING_TRL - 1));
+	return ring_pkt_bytes(len) - RING_TRL;
+}
+
 /* 0 if size is a valid ring size (power of two, >= RING_MIN_SIZE). */
 int ring_size_check(uint64_t size);
 
@@ -100,6 +118,8 @@ struct ring_tx {
 	uint64_t tail;		/* receiver's consumed count (largest credit) */
 	uint64_t acked;		/* ring bytes whose local write completed */
 	uint32_t seq;		/* sequence number of the next packet */
+	int near;		/* near trailers allowed (1 after init; 0 for
+				 * a receiver that does not read them) */
 };
 
 /* A packet being built: ring offset, payload pointer and capacity. */
@@ -108,6 +128,7 @@ struct ring_slot {
 	uint8_t *payload;	/* in staging */
 	uint32_t len;		/* payload bytes */
 	uint64_t bytes;		/* ring bytes of the packet */
+	uint64_t wire;		/* bytes to write, set by ring_tx_commit */
 	unsigned int type;	/* enum rdmach_pkt_type (proto/pkt.h); reserve
 				 * sets RDMACH_PKT_DATA */
 };
@@ -146,8 +167,11 @@ int ring_tx_reserve_pair(const struct ring_tx *tx, uint32_t lead_len,
 			 struct ring_slot *lead, struct ring_slot *slot);
 
 /* Write flag, credit and trailer around the payload already copied into
- * slot->payload, and advance head and seq. */
-void ring_tx_commit(struct ring_tx *tx, const struct ring_slot *slot,
+ * slot->payload, set slot->wire (the packet's bytes from slot->off that
+ * must reach the peer: up to its trailer), and advance head and seq.  A
+ * run of packets goes in one write of the earlier ones' bytes and the
+ * last one's wire. */
+void ring_tx_commit(struct ring_tx *tx, struct ring_slot *slot,
 		    uint64_t credit);
 
 /* A credit arrived (piggybacked or explicit).  0, or -EPROTO when it

@@ -64,7 +64,8 @@ struct ib_addr {
 /* Optional packets a peer announces it handles; a rank sends them only to
  * peers that do (older builds interoperate without them). */
 #define IB_CAP_SPIPE 0x1u		/* superpipeline (ib_spipe.h) */
-#define IB_CAPS IB_CAP_SPIPE		/* what this build handles */
+#define IB_CAP_NEAR 0x2u		/* near trailers (proto/ring.h) */
+#define IB_CAPS (IB_CAP_SPIPE | IB_CAP_NEAR)	/* what this build handles */
 
 /* The ring protocol and address format; raise it on any change that a
  * peer of the previous version cannot follow.  (Defined from outside only

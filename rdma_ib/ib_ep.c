@@ -450,7 +450,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 		return -EAGAIN;
 	if (pad.bytes) {
 		ring_tx_commit(&ic->tx, &pad, credit);
-		ret = ib_post_packet(ic, pad.off, pad.bytes, ic->tx.head);
+		ret = ib_post_packet(ic, pad.off, pad.wire, ic->tx.head);
 		if (ret)
 			return ret;
 	}
@@ -463,7 +463,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 	ring_tx_commit(&ic->tx, &s, credit);
 	if (credit)
 		ring_rx_credit_told(&ic->rx, credit);
-	ret = ib_post_packet(ic, head_pkt.off, head_pkt.bytes + s.bytes,
+	ret = ib_post_packet(ic, head_pkt.off, head_pkt.bytes + s.wire,
 			     ic->tx.head);
 	if (ret)
 		return ret;
@@ -498,7 +498,7 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	rdmach_iovc_gather(&c, s.payload, total);
 	ring_tx_commit(&ic->tx, &s, credit);
 	ring_rx_credit_told(&ic->rx, credit);
-	ret = ib_post_packet(ic, s.off, s.bytes, ic->tx.head);
+	ret = ib_post_packet(ic, s.off, s.wire, ic->tx.head);
 	ic->conn->stats.packets_sent++;
 	*n = ret ? ret : (ssize_t)total;
 	return 1;
@@ -612,14 +612,14 @@ static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 			ring_rx_credit_told(&ic->rx, credit);
 		if (tl->mode == RING_MODE_PIGGYBACK) {
 			batch.off[batch.n] = s.off;
-			batch.bytes[batch.n] = s.bytes;
+			batch.bytes[batch.n] = s.wire;
 			batch.end[batch.n++] = ic->tx.head;
 			if (batch.n == IB_BATCH)
 				ret = ib_batch_flush(ic, &batch);
 		} else {
 			/* pipeline: chunk i is on the wire while i+1 is
 			 * copied */
-			ret = ib_post_packet(ic, s.off, s.bytes, ic->tx.head);
+			ret = ib_post_packet(ic, s.off, s.wire, ic->tx.head);
 		}
 		if (ret)
 			return ret;
@@ -959,6 +959,7 @@ int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
 	ic->rkey = r->rkey;
 	ic->peer_caps = r->caps;
 	ring_tx_init(&ic->tx, ic->buf + tl->ring_size, tl->ring_size);
+	ic->tx.near = !!(r->caps & IB_CAP_NEAR);
 	ic->small_max = tl->mode == RING_MODE_BASIC ? 0 :
 			ring_max_payload(tl->mode, tl->chunk, tl->ring_size);
 	return 0;

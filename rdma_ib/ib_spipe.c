@@ -161,7 +161,7 @@ static int ib_sp_open(struct ib_conn *ic, size_t total)
 	spipe_tx_open(&sp->tx, total, &hdr);
 	if (pad.bytes) {
 		ring_tx_commit(&ic->tx, &pad, credit);
-		ret = ib_ep_post_packet(ic, pad.off, pad.bytes, ic->tx.head);
+		ret = ib_ep_post_packet(ic, pad.off, pad.wire, ic->tx.head);
 		if (ret)
 			return ret;
 	}
@@ -170,7 +170,7 @@ static int ib_sp_open(struct ib_conn *ic, size_t total)
 	ring_tx_commit(&ic->tx, &s, credit);
 	if (credit)
 		ring_rx_credit_told(&ic->rx, credit);
-	ret = ib_ep_post_packet(ic, s.off, s.bytes, ic->tx.head);
+	ret = ib_ep_post_packet(ic, s.off, s.wire, ic->tx.head);
 	if (ret)
 		return ret;
 	ic->conn->stats.packets_sent += pad.bytes ? 2 : 1;

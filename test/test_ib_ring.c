@@ -93,7 +93,7 @@ static int case_stream(struct tst *t)
 		if (want > total - sent)
 			want = total - sent;
 		if (want && !send_one(&p, want, 4096, &sent, &s))
-			wire(&p, &s, 0, s.bytes);
+			wire(&p, &s, 0, s.wire);
 		if (recv_all(t, &p, &got))
 			goto err;
 		if (ring_tx_credit(&p.tx, p.rx.pos)) {
@@ -173,7 +173,7 @@ static int case_pair(struct tst *t)
 			  (unsigned long long)s.bytes);
 		if (pad.bytes) {
 			ring_tx_commit(&p.tx, &pad, 0);
-			wire(&p, &pad, 0, pad.bytes);
+			wire(&p, &pad, 0, pad.wire);
 			pads++;
 		}
 		if (lead_len) {
@@ -186,7 +186,7 @@ static int case_pair(struct tst *t)
 		ring_tx_commit(&p.tx, &s, 0);
 		sent += len;
 		memcpy(p.ring + lead.off, p.stage + lead.off,
-		       lead.bytes + s.bytes);
+		       lead.bytes + s.wire);
 		if ((pad.bytes && expect_pkt(t, &p, RDMACH_PKT_PAD, pad.len,
 					     &got)) ||
 		    (lead_len && expect_pkt(t, &p, RDMACH_PKT_DATA, lead_len,
@@ -239,22 +239,28 @@ static int case_partial_arrival(struct tst *t)
 	pipe_init(t, &p, 16384);
 	if (send_one(&p, 5000, 8192, &sent, &s))
 		goto out;
-	for (cut = 0; cut < s.bytes; cut += 61) {
+	if (s.wire != RING_HDR + 5000 + RING_TRL) {
+		tst_fail(t, "5000-byte packet: %llu bytes on the wire, want "
+			 "the near trailer's %u", (unsigned long long)s.wire,
+			 RING_HDR + 5000 + RING_TRL);
+		goto out;
+	}
+	for (cut = 0; cut < s.wire; cut += 61) {
 		wire(&p, &s, 0, cut);
 		if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
 			tst_fail(t, "packet seen with %llu of %llu bytes",
 				 (unsigned long long)cut,
-				 (unsigned long long)s.bytes);
+				 (unsigned long long)s.wire);
 			goto out;
 		}
 	}
 	/* everything but the trailer (a u64 lands atomically) */
-	wire(&p, &s, 0, s.bytes - RING_TRL);
+	wire(&p, &s, 0, s.wire - RING_TRL);
 	if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
 		tst_fail(t, "packet seen without its trailer");
 		goto out;
 	}
-	wire(&p, &s, 0, s.bytes);
+	wire(&p, &s, 0, s.wire);
 	if (ring_rx_peek(&p.rx, 1, &pkt) != 1 || pkt.len != 5000) {
 		tst_fail(t, "complete packet not seen");
 		goto out;
@@ -301,7 +307,7 @@ static int case_stale_flags(struct tst *t)
 				 "packet", (unsigned long long)round);
 			goto out;
 		}
-		wire(&p, &s, 0, s.bytes);
+		wire(&p, &s, 0, s.wire);
 		if (ring_rx_peek(&p.rx, 1, &pkt) != 1 || pkt.len != s.len) {
 			tst_fail(t, "round %llu: packet not seen",
 				 (unsigned long long)round);
@@ -326,6 +332,115 @@ out:
 	return ret;
 }
 
+/*
+ * Near trailers: a packet of len payload bytes writes 16 + len rounded up
+ * to 8 + 8 bytes (32 for 1-8 bytes), and is not seen before its last one.
+ */
+static int case_near_trailer(struct tst *t)
+{
+	struct pipe p;
+	struct ring_slot s;
+	struct ring_pkt pkt;
+	uint64_t sent = 0, got = 0, cut, want;
+	uint32_t len;
+	int ret = -1;
+
+	pipe_init(t, &p, 4096);
+	for (len = 1; len <= 200; len++) {
+		if (send_one(&p, len, 4096, &sent, &s))
+			goto out;
+		want = RING_HDR + ((len + 7) & ~7u) + RING_TRL;
+		if (want > s.bytes - RING_TRL)	/* near == far: no saving */
+			want = s.bytes;
+		if (s.wire != want) {
+			tst_fail(t, "len %u: %llu bytes on the wire, want %llu",
+				 len, (unsigned long long)s.wire,
+				 (unsigned long long)want);
+			goto out;
+		}
+		/* every byte before the trailer (a u64 lands atomically) */
+		for (cut = 0; cut <= s.wire - RING_TRL; cut++) {
+			wire(&p, &s, 0, cut);
+			if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
+				tst_fail(t, "len %u: seen with %llu of %llu "
+					 "bytes", len, (unsigned long long)cut,
+					 (unsigned long long)s.wire);
+				goto out;
+			}
+		}
+		wire(&p, &s, 0, s.wire);
+		if (recv_all(t, &p, &got))
+			goto out;
+		ring_tx_credit(&p.tx, p.rx.pos);
+		ring_tx_acked(&p.tx, p.tx.head);
+	}
+	ret = got == sent ? 0 : tst_fail(t, "got %llu of %llu",
+					 (unsigned long long)got,
+					 (unsigned long long)sent);
+out:
+	pipe_free(&p);
+	return ret;
+}
+
+/*
+ * Old payload equal to the next flag at its near trailer position (the
+ * ring and staging hold the same old bytes, as after an earlier packet's
+ * write): the sender must fall back to the far trailer, so that a packet
+ * whose header has landed is not taken before its payload.  Every other
+ * round plants a value that does not match: the near trailer is used.
+ */
+static int case_stale_near(struct tst *t)
+{
+	struct pipe p;
+	struct ring_slot s;
+	struct ring_pkt pkt;
+	uint64_t sent = 0, got = 0, rng = 777, off, pos, v, far = 0;
+	uint32_t len;
+	int round, planted, ret = -1;
+
+	pipe_init(t, &p, 4096);
+	for (round = 0; round < 600; round++) {
+		len = (uint32_t)tst_rand_range(&rng, 1, 32);
+		off = p.tx.head & (p.size - 1);
+		pos = off + RING_HDR + ((len + 7) & ~7u);
+		planted = round % 2 == 0;
+		v = ring_flag(p.tx.seq, RDMACH_PKT_DATA, len) | RING_FLAG_NEAR;
+		if (!planted)
+			v ^= 1u << 20;
+		memcpy(p.stage + pos, &v, 8);
+		memcpy(p.ring + pos, &v, 8);
+		if (send_one(&p, len, 4096, &sent, &s))
+			goto out;
+		if (s.wire != (planted ? s.bytes : pos - off + RING_TRL)) {
+			tst_fail(t, "round %d (old bytes %s the flag): %llu "
+				 "bytes on the wire", round,
+				 planted ? "equal to" : "unlike",
+				 (unsigned long long)s.wire);
+			goto out;
+		}
+		far += planted;
+		/* the header and nothing more */
+		wire(&p, &s, 0, RING_HDR);
+		if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
+			tst_fail(t, "round %d: packet of %u bytes taken with "
+				 "its header only", round, len);
+			goto out;
+		}
+		wire(&p, &s, 0, s.wire);
+		if (recv_all(t, &p, &got))
+			goto out;
+		ring_tx_credit(&p.tx, p.rx.pos);
+		ring_tx_acked(&p.tx, p.tx.head);
+	}
+	ret = got == sent && far == 300 ? 0 :
+	      tst_fail(t, "got %llu of %llu, %llu far trailers",
+		       (unsigned long long)got, (unsigned long long)sent,
+		       (unsigned long long)far);
+out:
+	pipe_free(&p);
+	return ret;
+}
+
 /* Sender stalls exactly when the ring is full and resumes on credit;
  * staging is reused only after the local write completed; bogus credits
  * are refused. */
@@ -338,7 +453,7 @@ static int case_credit_stall(struct tst *t)
 
 	pipe_init(t, &p, 4096);
 	while (!send_one(&p, 100, 4096, &sent, &s)) {
-		wire(&p, &s, 0, s.bytes);
+		wire(&p, &s, 0, s.wire);
 		n++;
 	}
 	/* 100 bytes -> 128-byte packets, the last one cut to fit */
@@ -391,7 +506,7 @@ static int case_credit_threshold(struct tst *t)
 	for (i = 0; i < 200; i++) {
 		if (send_one(&p, 200, 8192, &sent, &s))
 			break;
-		wire(&p, &s, 0, s.bytes);
+		wire(&p, &s, 0, s.wire);
 		if (recv_all(t, &p, &got))
 			goto out;
 		ring_tx_acked(&p.tx, p.tx.head);
@@ -465,7 +580,7 @@ static int case_chunks(struct tst *t)
 				tst_fail(t, "packet straddles the ring end");
 				goto out;
 			}
-			wire(&p, &s, 0, s.bytes);
+			wire(&p, &s, 0, s.wire);
 			if (recv_all(t, &p, &got))
 				goto out;
 			ring_tx_credit(&p.tx, p.rx.pos);
@@ -476,7 +591,7 @@ static int case_chunks(struct tst *t)
 	while ((p.tx.head & 4095) != 4096 - 128) {
 		if (send_one(&p, 1, 4096, &sent, &s))
 			goto full;
-		wire(&p, &s, 0, s.bytes);
+		wire(&p, &s, 0, s.wire);
 		if (recv_all(t, &p, &got))
 			goto out;
 		ring_tx_credit(&p.tx, p.rx.pos);
@@ -486,13 +601,13 @@ static int case_chunks(struct tst *t)
 		tst_fail(t, "cut at the ring end: %u bytes", s.len);
 		goto out;
 	}
-	wire(&p, &s, 0, s.bytes);
+	wire(&p, &s, 0, s.wire);
 	if (send_one(&p, 3000 - 104, 4096, &sent, &s) || s.off != 0) {
 		tst_fail(t, "no continuation at offset 0 (off %llu)",
 			 (unsigned long long)s.off);
 		goto out;
 	}
-	wire(&p, &s, 0, s.bytes);
+	wire(&p, &s, 0, s.wire);
 	if (recv_all(t, &p, &got) || got != sent) {
 		tst_fail(t, "got %llu of %llu", (unsigned long long)got,
 			 (unsigned long long)sent);
@@ -522,7 +637,7 @@ static int case_seq_wrap(struct tst *t)
 	for (i = 0; i < 10; i++) {
 		if (send_one(&p, 10, 4096, &sent, &s))
 			goto out;
-		wire(&p, &s, 0, s.bytes);
+		wire(&p, &s, 0, s.wire);
 		if (recv_all(t, &p, &got))
 			goto out;
 	}
@@ -559,6 +674,8 @@ static const struct tst_case cases[] = {
 	{ "ring_partial_arrival", 1, case_partial_arrival, TST_UNIT, NULL,
 	  { 0 } },
 	{ "ring_stale_flags", 1, case_stale_flags, TST_UNIT, NULL, { 0 } },
+	{ "ring_near_trailer", 1, case_near_trailer, TST_UNIT, NULL, { 0 } },
+	{ "ring_stale_near", 1, case_stale_near, TST_UNIT, NULL, { 0 } },
 	{ "ring_credit_stall", 1, case_credit_stall, TST_UNIT, NULL, { 0 } },
 	{ "ring_credit_threshold", 1, case_credit_threshold, TST_UNIT, NULL,
 	  { 0 } },
