@@ -8,6 +8,10 @@
  * receiver is done.  The two ranks say "sent" and "received" through a
  * shared-memory word outside MPI, which no measurement sees.
  *
+ * With -b the calls are the blocking ones of the latency benchmarks
+ * (MPI_Send each, MPI_Recv each): CH3's eager-short path, one message
+ * at a time.
+ *
  * Run under callgrind by bench/run-msgcost.sh, which counts the
  * instructions inside measured_send and measured_recv (callgrind
  * --toggle-collect) and divides by the messages: a figure that does not
@@ -91,6 +95,23 @@ mc_recv(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
 	MPI_Waitall(w, rq, st);
 }
 
+static inline __attribute__((always_inline)) void
+mc_send_blocking(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	(void)rq;
+	(void)st;
+	for (int i = 0; i < w; i++)
+		MPI_Send(buf, n, MPI_CHAR, 1, MC_TAG, MPI_COMM_WORLD);
+}
+
+static inline __attribute__((always_inline)) void
+mc_recv_blocking(char *buf, int n, int w, MPI_Request *rq, MPI_Status *st)
+{
+	(void)rq;
+	for (int i = 0; i < w; i++)
+		MPI_Recv(buf, n, MPI_CHAR, 0, MC_TAG, MPI_COMM_WORLD, st);
+}
+
 /* The counted windows and the warm-up ones: the same code, two names
  * (run-msgcost.sh counts inside measured_*).  st: a real array, not
  * MPI_STATUSES_IGNORE, which gcc 12 mistakes for an empty one (as in
@@ -105,21 +126,33 @@ MC_WINDOW(measured_send, mc_send)
 MC_WINDOW(measured_recv, mc_recv)
 MC_WINDOW(warm_send, mc_send)
 MC_WINDOW(warm_recv, mc_recv)
+MC_WINDOW(measured_send_blocking, mc_send_blocking)
+MC_WINDOW(measured_recv_blocking, mc_recv_blocking)
+MC_WINDOW(warm_send_blocking, mc_send_blocking)
+MC_WINDOW(warm_recv_blocking, mc_recv_blocking)
+
+typedef void mc_window_fn(char *, int, int, MPI_Request *, MPI_Status *);
 
 static void mc_run(int rank, struct mc_sync *s, long *done, char *buf, size_t size,
-		   int w, long warmup, long rounds, MPI_Request *rq,
-		   MPI_Status *st)
+		   int w, long warmup, long rounds, int blocking,
+		   MPI_Request *rq, MPI_Status *st)
 {
+	mc_window_fn *warm = rank == 0 ? (blocking ? warm_send_blocking : warm_send) :
+				(blocking ? warm_recv_blocking : warm_recv);
+	mc_window_fn *measured = rank == 0 ?
+		(blocking ? measured_send_blocking : measured_send) :
+		(blocking ? measured_recv_blocking : measured_recv);
+
 	for (long r = 0; r < warmup + rounds; r++) {
 		long k = ++*done;
 
 		if (rank == 0) {
 			mc_wait(&s->received, k - 1, "received");
-			(r < warmup ? warm_send : measured_send)(buf, (int)size, w, rq, st);
+			(r < warmup ? warm : measured)(buf, (int)size, w, rq, st);
 			atomic_store_explicit(&s->sent, k, memory_order_release);
 		} else {
 			mc_wait(&s->sent, k, "sent");
-			(r < warmup ? warm_recv : measured_recv)(buf, (int)size, w, rq, st);
+			(r < warmup ? warm : measured)(buf, (int)size, w, rq, st);
 			atomic_store_explicit(&s->received, k, memory_order_release);
 		}
 	}
@@ -129,16 +162,18 @@ static void mc_run(int rank, struct mc_sync *s, long *done, char *buf, size_t si
 
 static void mc_usage(const char *prog, FILE *f)
 {
-	fprintf(f, "usage: mpiexec -n 2 %s [-m MIN:MAX] [-w W] [-i ROUNDS] [-x WARMUP]\n"
+	fprintf(f, "usage: mpiexec -n 2 %s [-m MIN:MAX] [-w W] [-i ROUNDS] [-x WARMUP] [-b]\n"
 		"  -m MIN:MAX  message sizes, powers of two (default 1:1K; at most 4K)\n"
 		"  -w W        messages per window (default 16; W x size <= 32 KiB)\n"
 		"  -i ROUNDS   counted windows per size (default 20)\n"
 		"  -x WARMUP   warm-up windows per size (default 5)\n"
+		"  -b          blocking calls: MPI_Send and MPI_Recv instead of\n"
+		"              MPI_Isend / MPI_Irecv + MPI_Waitall\n"
 		"Counts come from bench/run-msgcost.sh (callgrind); alone the\n"
 		"program only runs the windows.\n", prog);
 }
 
-static void mc_parse(int argc, char **argv, struct bench_opts *o)
+static void mc_parse(int argc, char **argv, struct bench_opts *o, int *blocking)
 {
 	const char *slash = strrchr(argv[0], '/');
 	int c;
@@ -150,7 +185,8 @@ static void mc_parse(int argc, char **argv, struct bench_opts *o)
 	o->window = 16;
 	o->iters = 20;
 	o->warmup = 5;
-	while ((c = getopt(argc, argv, "m:w:i:x:h")) != -1) {
+	*blocking = 0;
+	while ((c = getopt(argc, argv, "m:w:i:x:bh")) != -1) {
 		switch (c) {
 		case 'm':
 			if (bench_parse_range(optarg, &o->min_size, &o->max_size)) {
@@ -161,6 +197,7 @@ static void mc_parse(int argc, char **argv, struct bench_opts *o)
 		case 'w': o->window = (int)bench_parse_count(optarg, "-w"); break;
 		case 'i': o->iters = bench_parse_count(optarg, "-i"); break;
 		case 'x': o->warmup = bench_parse_count(optarg, "-x"); break;
+		case 'b': *blocking = 1; break;
 		case 'h': mc_usage(o->prog, stdout); exit(0);
 		default: mc_usage(o->prog, stderr); exit(2);
 		}
@@ -181,9 +218,9 @@ int main(int argc, char **argv)
 	char lib[128];
 	char *buf;
 	long done = 0;
-	int rank;
+	int rank, blocking;
 
-	mc_parse(argc, argv, &o);
+	mc_parse(argc, argv, &o, &blocking);
 	rank = mb_start(&argc, &argv, &o);
 	s = mc_map(rank);
 	rq = calloc((size_t)o.window, sizeof(*rq));
@@ -195,11 +232,13 @@ int main(int argc, char **argv)
 	}
 	mb_library(lib, sizeof(lib));
 	if (rank == 0)
-		printf("# mpi_msgcost (%s): windows of %d messages, %ld counted "
-		       "per size after %ld warm-up\n# Size  Messages\n",
-		       lib, o.window, o.iters, o.warmup);
+		printf("# mpi_msgcost (%s): windows of %d messages (%s), %ld "
+		       "counted per size after %ld warm-up\n# Size  Messages\n",
+		       lib, o.window, blocking ? "MPI_Send / MPI_Recv" :
+		       "MPI_Isend / MPI_Irecv + MPI_Waitall", o.iters, o.warmup);
 	for (size_t size = o.min_size; size <= o.max_size; size = size ? 2 * size : 1) {
-		mc_run(rank, s, &done, buf, size, o.window, o.warmup, o.iters, rq, st);
+		mc_run(rank, s, &done, buf, size, o.window, o.warmup, o.iters,
+		       blocking, rq, st);
 		if (rank == 0)
 			printf("%-10zu %18ld\n", size, o.iters * o.window);
 	}
