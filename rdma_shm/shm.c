@@ -913,23 +913,35 @@ shm_rx_arrived(struct shm_conn *sc, struct shm_rx_ring *r, uint64_t h,
 {
 	uint32_t len = shm_hdr_len(h);
 	uint64_t off = r->head & r->mask, span = shm_pkt_span(len);
+	size_t left = len - sc->rx_off;
 	struct rdmach_iovc c;
 	ssize_t n;
 
-	/* a whole data packet that fits the first piece: most messages */
-	if (shm_hdr_type(h) == RDMACH_PKT_DATA && !sc->rx_off &&
-	    len <= iov[0].iov_len && span <= r->mask + 1 - off) {
-		shm_copy(iov[0].iov_base, r->base + off + SHM_HDR, len);
+	/* the rest of a data packet that fits the first piece (most
+	 * messages), or the part of it a one-piece get takes (the CH3
+	 * channel's header buffer meeting a longer message, then the
+	 * payload's get) */
+	if (shm_hdr_type(h) == RDMACH_PKT_DATA && span <= r->mask + 1 - off &&
+	    (left <= iov[0].iov_len || iovcnt == 1)) {
+		if (left > iov[0].iov_len) {
+			shm_copy(iov[0].iov_base,
+				 r->base + off + SHM_HDR + sc->rx_off,
+				 iov[0].iov_len);
+			sc->rx_off += iov[0].iov_len;
+			return (ssize_t)iov[0].iov_len;
+		}
+		shm_copy(iov[0].iov_base, r->base + off + SHM_HDR + sc->rx_off,
+			 left);
 		shm_rx_consume(sc, r, span);
 		sc->conn->stats.packets_received++;
-		if (len == total || !shm_rx_next(sc, &h)) {
+		if (left == total || !shm_rx_next(sc, &h)) {
 			shm_rx_release_held(sc);
-			return len;
+			return (ssize_t)left;
 		}
 		rdmach_iovc_init(&c, iov, iovcnt);
-		c.off = len;	/* more has come: the general loop goes on */
-		n = shm_rx_drain(sc, &c, total - len, len);
-		return n < 0 ? (ssize_t)len : (ssize_t)len + n;
+		c.off = left;	/* more has come: the general loop goes on */
+		n = shm_rx_drain(sc, &c, total - left, left);
+		return n < 0 ? (ssize_t)left : (ssize_t)left + n;
 	}
 	rdmach_iovc_init(&c, iov, iovcnt);
 	return shm_rx_drain(sc, &c, total, 0);
