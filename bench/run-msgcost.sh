@@ -13,7 +13,7 @@
 #   ("rdma nemesis ucx"), MSGCOST_CALLS ("nonblocking blocking": also
 #   MPI_Send / MPI_Recv), MSGCOST_WINDOW (16), MSGCOST_ROUNDS (20),
 #   MSGCOST_RESULTS (results/msgcost-DATE), PREFIX_RDMA / PREFIX_NEMESIS /
-#   PREFIX_UCX (as bench/run-mpi.sh).  Needs valgrind.  ~1 minute per MPI.
+#   PREFIX_UCX (as bench/run-mpi.sh).  Needs valgrind.  About a minute for the three.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 sizes=(${MSGCOST_SIZES:-1 8 16 32 64 128 256 1024})
