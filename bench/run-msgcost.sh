@@ -35,7 +35,11 @@ totals() { awk '/^totals:/ { print $2; f = 1 } END { if (!f) print "" }' "$1"; }
 # latency benchmarks' path)
 declare -A cost
 for c in "${calls[@]}"; do
-	flag=; [ "$c" = blocking ] && flag=-b
+	case $c in
+	nonblocking) flag= ;;
+	blocking) flag=-b ;;
+	*) echo "run-msgcost: MSGCOST_CALLS: unknown '$c' (nonblocking, blocking)" >&2; exit 2 ;;
+	esac
 	for n in "${names[@]}"; do
 		for s in "${sizes[@]}"; do
 			f="$out/$n/cg-$c-$s"
