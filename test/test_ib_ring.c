@@ -78,6 +78,20 @@ static int recv_all(struct tst *t, struct pipe *p, uint64_t *got)
 	return 0;
 }
 
+/* The packet of slot s reaches the ring (up to its wire length); the
+ * receiver takes every complete packet (checked) and returns its credit;
+ * the sender's write completed. */
+static int deliver(struct tst *t, struct pipe *p, const struct ring_slot *s,
+		   uint64_t *got)
+{
+	wire(p, s, 0, s->wire);
+	if (recv_all(t, p, got))
+		return -1;
+	TST_CHECK0(t, ring_tx_credit(&p->tx, p->rx.pos));
+	ring_tx_acked(&p->tx, p->tx.head);
+	return 0;
+}
+
 /* Many packets of random sizes through a small ring: wrap-around, the cut
  * at the ring's end, FIFO order, byte-exact. */
 static int case_stream(struct tst *t)
@@ -368,11 +382,8 @@ static int case_near_trailer(struct tst *t)
 				goto out;
 			}
 		}
-		wire(&p, &s, 0, s.wire);
-		if (recv_all(t, &p, &got))
+		if (deliver(t, &p, &s, &got))
 			goto out;
-		ring_tx_credit(&p.tx, p.rx.pos);
-		ring_tx_acked(&p.tx, p.tx.head);
 	}
 	ret = got == sent ? 0 : tst_fail(t, "got %llu of %llu",
 					 (unsigned long long)got,
@@ -411,6 +422,13 @@ static int case_stale_near(struct tst *t)
 		memcpy(p.ring + pos, &v, 8);
 		if (send_one(&p, len, 4096, &sent, &s))
 			goto out;
+		/* the header and nothing more */
+		wire(&p, &s, 0, RING_HDR);
+		if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
+			tst_fail(t, "round %d: packet of %u bytes taken with "
+				 "its header only", round, len);
+			goto out;
+		}
 		if (s.wire != (planted ? s.bytes : pos - off + RING_TRL)) {
 			tst_fail(t, "round %d (old bytes %s the flag): %llu "
 				 "bytes on the wire", round,
@@ -419,18 +437,8 @@ static int case_stale_near(struct tst *t)
 			goto out;
 		}
 		far += planted;
-		/* the header and nothing more */
-		wire(&p, &s, 0, RING_HDR);
-		if (ring_rx_peek(&p.rx, 1, &pkt) != 0) {
-			tst_fail(t, "round %d: packet of %u bytes taken with "
-				 "its header only", round, len);
+		if (deliver(t, &p, &s, &got))
 			goto out;
-		}
-		wire(&p, &s, 0, s.wire);
-		if (recv_all(t, &p, &got))
-			goto out;
-		ring_tx_credit(&p.tx, p.rx.pos);
-		ring_tx_acked(&p.tx, p.tx.head);
 	}
 	ret = got == sent && far == 300 ? 0 :
 	      tst_fail(t, "got %llu of %llu, %llu far trailers",
@@ -580,22 +588,16 @@ static int case_chunks(struct tst *t)
 				tst_fail(t, "packet straddles the ring end");
 				goto out;
 			}
-			wire(&p, &s, 0, s.wire);
-			if (recv_all(t, &p, &got))
+			if (deliver(t, &p, &s, &got))
 				goto out;
-			ring_tx_credit(&p.tx, p.rx.pos);
-			ring_tx_acked(&p.tx, p.tx.head);
 		}
 	}
 	/* a large want at offset 4096-128: cut to 104 bytes, then offset 0 */
 	while ((p.tx.head & 4095) != 4096 - 128) {
 		if (send_one(&p, 1, 4096, &sent, &s))
 			goto full;
-		wire(&p, &s, 0, s.wire);
-		if (recv_all(t, &p, &got))
+		if (deliver(t, &p, &s, &got))
 			goto out;
-		ring_tx_credit(&p.tx, p.rx.pos);
-		ring_tx_acked(&p.tx, p.tx.head);
 	}
 	if (send_one(&p, 3000, 4096, &sent, &s) || s.len != 104) {
 		tst_fail(t, "cut at the ring end: %u bytes", s.len);
