@@ -753,15 +753,28 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	if (__builtin_expect(ib_sp_unposted(&ic->sp) != 0, 0))
 		ib_sp_tx_progress(ic);
 	rdmach_iovc_init(&c, iov, iovcnt);
-	/* a whole data packet that fits the first piece: most messages */
-	if (bottom_fill && !ic->rx.off && ring_rx_peek(&ic->rx, 1, &pkt) == 1 &&
-	    pkt.type == RDMACH_PKT_DATA && pkt.len <= iov[0].iov_len) {
+	/* the rest of a data packet that fits the first piece (most
+	 * messages), or the part of it a one-piece get takes (the CH3
+	 * channel's header buffer meeting a longer message, then the
+	 * payload's get) */
+	if (bottom_fill && ring_rx_peek(&ic->rx, 1, &pkt) == 1 &&
+	    pkt.type == RDMACH_PKT_DATA &&
+	    (pkt.len - ic->rx.off <= iov[0].iov_len || iovcnt == 1)) {
+		size_t left = pkt.len - ic->rx.off;
+
 		if (pkt.credit && ib_credit_in(ic, pkt.credit))
 			return -EPROTO;
-		memcpy(iov[0].iov_base, pkt.payload, pkt.len);
+		if (left > iov[0].iov_len) {
+			memcpy(iov[0].iov_base, pkt.payload + ic->rx.off,
+			       iov[0].iov_len);
+			ic->rx.off += (uint32_t)iov[0].iov_len;
+			ib_activity(ic);
+			return (ssize_t)iov[0].iov_len;
+		}
+		memcpy(iov[0].iov_base, pkt.payload + ic->rx.off, left);
 		ring_rx_consume(&ic->rx, &pkt);
 		conn->stats.packets_received++;
-		done = c.off = pkt.len;
+		done = c.off = left;
 		if (done == total || !ring_rx_head_arrived(&ic->rx)) {
 			ib_activity(ic);
 			ib_credit_out(ic);
