@@ -38,6 +38,7 @@ enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_DEFERRED_CHUNK,
        SHM_K_CMA, SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD,
        SHM_K_PIPE_AREA, SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN,
        SHM_K_CMA_USE, SHM_K_CMA_DUPLEX, SHM_K_CMA_DUPLEX_REUSED,
+       SHM_K_CMA_DUPLEX_REUSED_MAX,
        SHM_K_CACHE_LIMIT, SHM_K_CALIB_MS, SHM_K_RECENT, SHM_K_LIVENESS_MS,
        SHM_K_WAKE, SHM_K_NUM };
 
@@ -109,6 +110,11 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"the smallest deferred put from a reused buffer that goes by "
 		"CMA while large messages cross (RDMACH_SHM_CMA_DUPLEX; the "
 		"CMA threshold does not apply to it)" },
+	[SHM_K_CMA_DUPLEX_REUSED_MAX] = { "RDMACH_SHM_CMA_DUPLEX_REUSED_MAX",
+		RDMACH_KNOB_SIZE, "6M", 0, UINT64_MAX,
+		"such a deferred put from a reused buffer goes by CMA only "
+		"below this size (larger ones take the copy area); 0: no "
+		"limit" },
 	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
 		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
 		"largest put that can be cache-resident (auto: the largest "
@@ -255,6 +261,7 @@ struct shm_tl {
 	int cma_hot, cma_cold;		/* CMA for a hot / cold large put */
 	uint64_t cma_duplex;		/* RDMACH_SHM_CMA_DUPLEX, 0: off */
 	uint64_t cma_duplex_reused;	/* RDMACH_SHM_CMA_DUPLEX_REUSED */
+	uint64_t cma_duplex_reused_max;	/* ..._MAX, UINT64_MAX: no limit */
 	uint64_t rndv_min;		/* smallest rendezvous: the CMA
 					 * threshold, or cma_duplex_reused
 					 * if lower and cma_duplex is on */
@@ -1346,14 +1353,13 @@ static ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
  * that pays from RDMACH_SHM_CMA_DUPLEX_REUSED, below the CMA threshold
  * (MPI bibw with one buffer, 128 KiB: 1.23x the copy area, 9 interleaved
  * rounds, 64 KiB 0.81x; 256 KiB-4 MiB: 1.02-1.58x, 7 rounds) up to
- * SHM_DUPLEX_REUSED_LIMIT (8/16 MiB: 0.74/0.58x, 9 rounds; the limit lies
- * between, so that a 4 MiB message with MPI's header is under it); from
+ * RDMACH_SHM_CMA_DUPLEX_REUSED_MAX (8-64 MiB: median 1.13x the copy area
+ * while the host ran fast, 0.68-1.00x while it ran slow; the default lies
+ * under 8 MiB and above 4 MiB with MPI's header); from
  * a new buffer only from RDMACH_SHM_CMA_DUPLEX up (cache-cold MPI bibw by
  * CMA at 256 KiB/512 KiB/1 MiB: 0.48/0.69/0.55x the copy area, the last
  * in three 5-7-round runs; from 2 MiB even or ahead up to 16 MiB).
  */
-#define SHM_DUPLEX_REUSED_LIMIT (6u << 20)
-
 static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 			   int iovcnt, size_t total, int deferred)
 {
@@ -1367,7 +1373,7 @@ static int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 		reused = shm_recent_buf(tl, shm_main_buf(iov, iovcnt));
 	if (deferred && tl->cma_duplex && shm_duplex(sc) &&
 	    (reused == 1 ? total >= tl->cma_duplex_reused &&
-			   total < SHM_DUPLEX_REUSED_LIMIT :
+			   total < tl->cma_duplex_reused_max :
 			   total >= tl->cma_duplex))
 		return 1;
 	if (total < tl->cma_threshold)
@@ -1598,6 +1604,8 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
 	tl->cma_duplex = tl->cma_use == SHM_CMA_AUTO ? v[SHM_K_CMA_DUPLEX] : 0;
 	tl->cma_duplex_reused = v[SHM_K_CMA_DUPLEX_REUSED];
+	tl->cma_duplex_reused_max = v[SHM_K_CMA_DUPLEX_REUSED_MAX] ?
+				    v[SHM_K_CMA_DUPLEX_REUSED_MAX] : UINT64_MAX;
 	tl->rndv_min = tl->cma_duplex && tl->cma_duplex_reused <
 		       tl->cma_threshold ? tl->cma_duplex_reused :
 					   tl->cma_threshold;

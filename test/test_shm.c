@@ -656,6 +656,135 @@ static int shm_deferred_duplex(struct tst *t)
 	return ret ? ret : tst_barrier(t);
 }
 
+/* Reused buffers while messages cross: deferred puts from
+ * RDMACH_SHM_CMA_DUPLEX_REUSED (128K) up to RDMACH_SHM_CMA_DUPLEX_REUSED_MAX
+ * (512K here; arg set: 0, no limit) go by CMA.  Each side puts from two
+ * buffers of its own, alternately DUP_SMALL and BIG bytes, each refilled
+ * with the stream's next bytes once its last CMA put is read: from their
+ * second use on, the small ones go by CMA, the large ones by the copy
+ * area (by CMA without the limit); every byte checked both ways. */
+#define DUPR_ROUNDS 6
+
+struct dupr_side {
+	struct {
+		uint8_t *p;
+		size_t len;
+		uint64_t ticket;	/* of its last put by CMA, 0: none */
+		int uses;
+	} buf[2];			/* [0]: DUP_SMALL, [1]: BIG */
+	size_t done, in_piece;
+	int piece;
+	long cma_reused[2];		/* puts by CMA of a reused buf[i] */
+};
+
+/* One deferred put of the current piece; a piece starts only once its
+ * buffer is free (its last CMA put read: acked up to `acked`). */
+static int dupr_put(rdmach_conn_t *c, struct dupr_side *s, uint64_t acked,
+		    uint64_t seed)
+{
+	int i = s->piece % 2;
+	struct iovec iov;
+	uint64_t ticket;
+	ssize_t n;
+
+	if (!s->in_piece) {
+		if (s->buf[i].ticket > acked)
+			return 0;
+		tst_pat_fill(s->buf[i].p, s->buf[i].len, seed, s->done);
+	}
+	iov.iov_base = s->buf[i].p + s->in_piece;
+	iov.iov_len = s->buf[i].len - s->in_piece;
+	n = rdmach_put_deferred(c, &iov, 1, &ticket);
+	if (n < 0)
+		return (int)n;
+	if (ticket) {
+		s->buf[i].ticket = ticket;
+		s->cma_reused[i] += s->buf[i].uses > 0;
+	}
+	s->done += (size_t)n;
+	s->in_piece += (size_t)n;
+	if (s->in_piece == s->buf[i].len) {
+		s->in_piece = 0;
+		s->piece++;
+		s->buf[i].uses++;
+	}
+	return 0;
+}
+
+static int shm_deferred_duplex_reused(struct tst *t)
+{
+	const char *const env[] = { "RDMACH_SHM_CMA_USE", "auto",
+		"RDMACH_SHM_CALIB_MS", "0", "RDMACH_SHM_CMA_DUPLEX", "512K",
+		"RDMACH_SHM_CMA_DUPLEX_REUSED", "128K",
+		"RDMACH_SHM_CMA_DUPLEX_REUSED_MAX", t->c->arg ? "0" : "512K",
+		NULL };
+	const size_t len = DUPR_ROUNDS * (BIG + DUP_SMALL);
+	struct dupr_side out = { .buf = { { .len = DUP_SMALL },
+					  { .len = BIG } } };
+	uint64_t seed_out, seed_in, acked = 0, t0;
+	size_t got = 0;
+	rdmach_conn_t *c;
+	uint8_t *in;
+	int ret, err = 0, pending = 1;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed_out = tst_stream_seed(t, t->rank, 1 - t->rank);
+	seed_in = tst_stream_seed(t, 1 - t->rank, t->rank);
+	out.buf[0].p = malloc(DUP_SMALL);
+	out.buf[1].p = malloc(BIG);
+	in = malloc(len);
+	if (!out.buf[0].p || !out.buf[1].p || !in) {
+		ret = tst_fail(t, "out of memory");
+		goto out;
+	}
+	t0 = rdmach_now_ns();
+	while ((out.done < len || got < len || pending) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns()) {
+		struct iovec iov = { in + got, len - got };
+		ssize_t n = 0;
+
+		err = out.done < len ? dupr_put(c, &out, acked, seed_out) : 0;
+		if (!err && got < len)
+			n = rdmach_get(c, &iov, 1);
+		if (!err && n < 0)
+			err = (int)n;
+		if (err)
+			break;
+		got += (size_t)n;
+		pending = rdmach_put_done(c, &acked);
+		if (pending < 0) {
+			err = pending;
+			break;
+		}
+	}
+	if (err || pending || got < len) {
+		ret = tst_fail(t, "both ways: %s, sent %zu received %zu of %zu",
+			       err ? rdmach_strerror(err) : pending ?
+			       "deferred puts not read" : "stalled",
+			       out.done, got, len);
+	} else if ((got = tst_pat_check(in, len, seed_in, 0)) != len) {
+		ret = tst_fail(t, "byte %zu of %zu differs", got, len);
+	} else if (!out.cma_reused[0] ||
+		   !out.cma_reused[1] != !t->c->arg) {
+		ret = tst_fail(t, "reused buffers by CMA: %ld of %d small, %ld "
+			       "of %d large; expected some small and %s large",
+			       out.cma_reused[0], DUPR_ROUNDS - 1,
+			       out.cma_reused[1], DUPR_ROUNDS - 1,
+			       t->c->arg ? "some" : "no");
+	} else {
+		tst_log(t, "reused buffers by CMA: %ld small, %ld large",
+			out.cma_reused[0], out.cma_reused[1]);
+		ret = tst_barrier(t);
+	}
+out:
+	free(out.buf[0].p);
+	free(out.buf[1].p);
+	free(in);
+	return ret;
+}
+
 /* RDMACH_SHM_CMA=0: large puts are copied through the ring. */
 static int shm_cma_off(struct tst *t)
 {
@@ -1520,6 +1649,10 @@ static const struct tst_case shm_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_deferred_duplex", 2, shm_deferred_duplex,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_duplex_reused", 2, shm_deferred_duplex_reused,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_duplex_reused_nolimit", 2, shm_deferred_duplex_reused,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, "", { 0 } },
 	{ "shm_deferred_death", 2, shm_deferred_death,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_line_ring_order", 2, shm_line_ring_order,
