@@ -112,9 +112,9 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"CMA threshold does not apply to it)" },
 	[SHM_K_CMA_DUPLEX_REUSED_MAX] = { "RDMACH_SHM_CMA_DUPLEX_REUSED_MAX",
 		RDMACH_KNOB_SIZE, "6M", 0, UINT64_MAX,
-		"such a deferred put from a reused buffer goes by CMA only "
-		"below this size (larger ones take the copy area); 0: no "
-		"limit" },
+		"a deferred put from a reused buffer goes by CMA while large "
+		"messages cross (RDMACH_SHM_CMA_DUPLEX_REUSED) only below "
+		"this size, larger ones take the copy area; 0: no limit" },
 	[SHM_K_CACHE_LIMIT] = { "RDMACH_SHM_CACHE_LIMIT", RDMACH_KNOB_SIZE,
 		RDMACH_KNOB_AUTO, 4096, UINT64_MAX,
 		"largest put that can be cache-resident (auto: the largest "
