@@ -548,9 +548,11 @@ struct dup_side {
 	long tickets[2];		/* [large], [small] */
 };
 
-/* One deferred put of the current piece (alternately BIG and DUP_SMALL). */
-static int dup_put(rdmach_conn_t *c, struct dup_side *o)
+/* One deferred put of the current piece (alternately BIG and DUP_SMALL)
+ * of the dup_side at side. */
+static int dup_put(rdmach_conn_t *c, void *side, uint64_t acked)
 {
+	struct dup_side *o = side;
 	size_t plen = o->piece % 2 ? DUP_SMALL : BIG;
 	struct iovec iov = { o->buf + o->done, plen - o->in_piece };
 	uint64_t ticket;
@@ -569,16 +571,58 @@ static int dup_put(rdmach_conn_t *c, struct dup_side *o)
 	return 0;
 }
 
+/* Both ways at once: put_fn sends the next bytes of this side's stream
+ * (*sent counts them; acked: the deferred puts read so far) while gets
+ * take len bytes of the peer's, until every deferred put is read; then
+ * those bytes are checked against seed_in.  0, or the failure recorded. */
+static int dup_both_ways(struct tst *t, rdmach_conn_t *c,
+			 int (*put_fn)(rdmach_conn_t *, void *, uint64_t),
+			 void *side, const size_t *sent, uint8_t *in,
+			 size_t len, uint64_t seed_in)
+{
+	uint64_t acked = 0, t0 = rdmach_now_ns();
+	size_t got = 0, bad;
+	int err = 0, pending = 1;
+
+	while ((*sent < len || got < len || pending) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns()) {
+		struct iovec iov = { in + got, len - got };
+		ssize_t n = 0;
+
+		err = *sent < len ? put_fn(c, side, acked) : 0;
+		if (!err && got < len)
+			n = rdmach_get(c, &iov, 1);
+		if (!err && n < 0)
+			err = (int)n;
+		if (err)
+			break;
+		got += (size_t)n;
+		pending = rdmach_put_done(c, &acked);
+		if (pending < 0) {
+			err = pending;
+			break;
+		}
+	}
+	TST_CHECK(t, !err && !pending && got == len, "both ways: %s, "
+		  "sent %zu received %zu of %zu", err ? rdmach_strerror(err) :
+		  pending ? "deferred puts not read" : "stalled",
+		  *sent, got, len);
+	bad = tst_pat_check(in, len, seed_in, 0);
+	TST_CHECK(t, bad == len, "byte %zu of %zu differs", bad, len);
+	return 0;
+}
+
 static int shm_deferred_duplex(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_SHM_CMA_USE", "auto",
 		"RDMACH_SHM_CALIB_MS", "0", "RDMACH_SHM_CMA_DUPLEX", "512K",
 		NULL };
 	const size_t len = DUP_MSGS / 2 * (BIG + DUP_SMALL);
-	struct dup_side out = { 0 }, in = { 0 };
-	uint64_t seed_out, seed_in, done, t0;
+	struct dup_side out = { 0 };
+	uint64_t seed_out, seed_in;
 	rdmach_conn_t *c;
-	int ret, err, pending = 1;
+	uint8_t *in;
+	int ret;
 
 	c = connect_with(t, env, &ret);
 	if (!c)
@@ -607,53 +651,25 @@ static int shm_deferred_duplex(struct tst *t)
 	seed_out ^= 0xd1b54a32d192ed03ull;
 	seed_in ^= 0xd1b54a32d192ed03ull;
 	out.buf = malloc(len);
-	in.buf = malloc(len);
-	if (!out.buf || !in.buf) {
+	in = malloc(len);
+	if (!out.buf || !in) {
 		free(out.buf);
-		free(in.buf);
+		free(in);
 		return tst_fail(t, "out of memory");
 	}
-	out.len = in.len = len;
+	out.len = len;
 	tst_pat_fill(out.buf, len, seed_out, 0);
-	t0 = rdmach_now_ns();
-	while ((out.done < len || in.done < len || pending) &&
-	       rdmach_now_ns() - t0 < tst_stall_ns()) {
-		struct iovec iov = { in.buf + in.done, len - in.done };
-		ssize_t n = 0;
-
-		err = out.done < len ? dup_put(c, &out) : 0;
-		if (!err && in.done < len)
-			n = rdmach_get(c, &iov, 1);
-		if (!err && n < 0)
-			err = (int)n;
-		if (err)
-			break;
-		in.done += (size_t)n;
-		pending = rdmach_put_done(c, &done);
-		if (pending < 0) {
-			err = pending;
-			break;
-		}
-	}
-	ret = err || pending || in.done < len ? -1 : 0;
-	if (!ret) {
-		size_t bad = tst_pat_check(in.buf, len, seed_in, 0);
-
-		ret = bad == len ? 0 : tst_fail(t, "byte %zu of %zu differs",
-						bad, len);
-	}
+	ret = dup_both_ways(t, c, dup_put, &out, &out.done, in, len, seed_in);
 	free(out.buf);
-	free(in.buf);
-	TST_CHECK(t, !err && !pending && in.done == len, "both ways: %s, "
-		  "sent %zu received %zu of %zu", err ? rdmach_strerror(err) :
-		  pending ? "deferred puts not read" : "stalled",
-		  out.done, in.done, len);
+	free(in);
+	if (ret)
+		return ret;
 	TST_CHECK(t, out.tickets[0] > 0 && out.tickets[1] == 0, "both ways: "
 		  "%ld large and %ld smaller deferred puts by CMA, expected "
 		  "some and none", out.tickets[0], out.tickets[1]);
 	tst_log(t, "%ld of %d large puts by CMA", out.tickets[0],
 		DUP_MSGS / 2);
-	return ret ? ret : tst_barrier(t);
+	return tst_barrier(t);
 }
 
 /* Reused buffers while messages cross: deferred puts from
@@ -674,14 +690,16 @@ struct dupr_side {
 	} buf[2];			/* [0]: DUP_SMALL, [1]: BIG */
 	size_t done, in_piece;
 	int piece;
+	uint64_t seed;			/* of the stream out */
 	long cma_reused[2];		/* puts by CMA of a reused buf[i] */
 };
 
-/* One deferred put of the current piece; a piece starts only once its
- * buffer is free (its last CMA put read: acked up to `acked`). */
-static int dupr_put(rdmach_conn_t *c, struct dupr_side *s, uint64_t acked,
-		    uint64_t seed)
+/* One deferred put of the current piece of the dupr_side at side; a
+ * piece starts only once its buffer is free (its last CMA put read:
+ * acked up to `acked`). */
+static int dupr_put(rdmach_conn_t *c, void *side, uint64_t acked)
 {
+	struct dupr_side *s = side;
 	int i = s->piece % 2;
 	struct iovec iov;
 	uint64_t ticket;
@@ -690,7 +708,7 @@ static int dupr_put(rdmach_conn_t *c, struct dupr_side *s, uint64_t acked,
 	if (!s->in_piece) {
 		if (s->buf[i].ticket > acked)
 			return 0;
-		tst_pat_fill(s->buf[i].p, s->buf[i].len, seed, s->done);
+		tst_pat_fill(s->buf[i].p, s->buf[i].len, s->seed, s->done);
 	}
 	iov.iov_base = s->buf[i].p + s->in_piece;
 	iov.iov_len = s->buf[i].len - s->in_piece;
@@ -721,16 +739,15 @@ static int shm_deferred_duplex_reused(struct tst *t)
 	const size_t len = DUPR_ROUNDS * (BIG + DUP_SMALL);
 	struct dupr_side out = { .buf = { { .len = DUP_SMALL },
 					  { .len = BIG } } };
-	uint64_t seed_out, seed_in, acked = 0, t0;
-	size_t got = 0;
+	uint64_t seed_in;
 	rdmach_conn_t *c;
 	uint8_t *in;
-	int ret, err = 0, pending = 1;
+	int ret;
 
 	c = connect_with(t, env, &ret);
 	if (!c)
 		return ret;
-	seed_out = tst_stream_seed(t, t->rank, 1 - t->rank);
+	out.seed = tst_stream_seed(t, t->rank, 1 - t->rank);
 	seed_in = tst_stream_seed(t, 1 - t->rank, t->rank);
 	out.buf[0].p = malloc(DUP_SMALL);
 	out.buf[1].p = malloc(BIG);
@@ -739,45 +756,21 @@ static int shm_deferred_duplex_reused(struct tst *t)
 		ret = tst_fail(t, "out of memory");
 		goto out;
 	}
-	t0 = rdmach_now_ns();
-	while ((out.done < len || got < len || pending) &&
-	       rdmach_now_ns() - t0 < tst_stall_ns()) {
-		struct iovec iov = { in + got, len - got };
-		ssize_t n = 0;
-
-		err = out.done < len ? dupr_put(c, &out, acked, seed_out) : 0;
-		if (!err && got < len)
-			n = rdmach_get(c, &iov, 1);
-		if (!err && n < 0)
-			err = (int)n;
-		if (err)
-			break;
-		got += (size_t)n;
-		pending = rdmach_put_done(c, &acked);
-		if (pending < 0) {
-			err = pending;
-			break;
-		}
-	}
-	if (err || pending || got < len) {
-		ret = tst_fail(t, "both ways: %s, sent %zu received %zu of %zu",
-			       err ? rdmach_strerror(err) : pending ?
-			       "deferred puts not read" : "stalled",
-			       out.done, got, len);
-	} else if ((got = tst_pat_check(in, len, seed_in, 0)) != len) {
-		ret = tst_fail(t, "byte %zu of %zu differs", got, len);
-	} else if (!out.cma_reused[0] ||
-		   !out.cma_reused[1] != !t->c->arg) {
+	ret = dup_both_ways(t, c, dupr_put, &out, &out.done, in, len,
+			    seed_in);
+	if (ret)
+		goto out;
+	if (!out.cma_reused[0] || !out.cma_reused[1] != !t->c->arg) {
 		ret = tst_fail(t, "reused buffers by CMA: %ld of %d small, %ld "
 			       "of %d large; expected some small and %s large",
 			       out.cma_reused[0], DUPR_ROUNDS - 1,
 			       out.cma_reused[1], DUPR_ROUNDS - 1,
 			       t->c->arg ? "some" : "no");
-	} else {
-		tst_log(t, "reused buffers by CMA: %ld small, %ld large",
-			out.cma_reused[0], out.cma_reused[1]);
-		ret = tst_barrier(t);
+		goto out;
 	}
+	tst_log(t, "reused buffers by CMA: %ld small, %ld large",
+		out.cma_reused[0], out.cma_reused[1]);
+	ret = tst_barrier(t);
 out:
 	free(out.buf[0].p);
 	free(out.buf[1].p);
