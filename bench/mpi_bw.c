@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 	MPI_Request *reqs;
 	MPI_Status *stats;
 	char lib[128];
-	size_t size, buf_len;
+	size_t size, first, buf_len;
 	char *sbuf, *rbuf;
 	int rank;
 
@@ -116,12 +116,11 @@ int main(int argc, char **argv)
 	mb_library(lib, sizeof(lib));
 	if (rank == 0)
 		bench_print_header(&o, "MPI", lib);
+	first = o.min_size ? o.min_size : 1;
 	/* cache-cold: one untimed run of the first size (as mpi_latency) */
 	if (o.pool)
-		bw_run(rank, &o, sbuf, rbuf, reqs, stats,
-		       o.min_size ? o.min_size : 1);
-	for (size = o.min_size ? o.min_size : 1; size <= o.max_size;
-	     size *= 2) {
+		bw_run(rank, &o, sbuf, rbuf, reqs, stats, first);
+	for (size = first; size <= o.max_size; size *= 2) {
 		double mbs = bw_run(rank, &o, sbuf, rbuf, reqs, stats, size);
 
 		if (rank == 0)
