@@ -78,12 +78,14 @@ progs() {
 	# at its end, several packets per get) over a 4 KiB shm ring
 	run mpi_exchange-np3-tiny-staging 300 env RDMACH_CH3_RX_STAGING=160 \
 		RDMACH_SHM_RING_SIZE=4096 mpiexec -n 3 "$bin/mpi_exchange" 1048576
-	# every byte of windows of small sends into a 4 KiB ring, one way and
-	# both: sends that the full ring takes only in part or not at all
-	# wait in the VC's queue (ch3_isend.c, send_small_request)
+	# every byte of windows of small sends into a 4 KiB ring (from 512 B
+	# an 8 KiB bulk ring), one way and both: sends that the full rings
+	# take only in part or not at all wait in the VC's queue (ch3_isend.c,
+	# send_small_request)
 	for dir in "" -B; do
 		[ -x "$bin/mpi_bw" ] && run "mpi_bw-np2-verify-tiny-ring$dir" 300 \
 			env RDMACH_SHM_RING_SIZE=4096 RDMACH_SHM_LINE_RING=128 \
+			RDMACH_SHM_BULK_RING=8192 RDMACH_SHM_BULK_MIN=512 \
 			mpiexec -n 2 "$bin/mpi_bw" -m 1:8K -w 64 -v -I 3 -X 1 $dir
 	done
 	[ -x "$bin/mpi_latency" ] && run mpi_latency-np2 300 mpiexec -n 2 "$bin/mpi_latency"

@@ -34,7 +34,8 @@
 
 #define SHM_RECENT_MAX 16u
 
-enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_CHUNK, SHM_K_DEFERRED_CHUNK,
+enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_BULK_RING, SHM_K_BULK_MIN,
+       SHM_K_CHUNK, SHM_K_DEFERRED_CHUNK,
        SHM_K_CMA, SHM_K_CMA_THRESHOLD, SHM_K_PIPE, SHM_K_PIPE_THRESHOLD,
        SHM_K_PIPE_AREA, SHM_K_PIPE_CHUNK, SHM_K_PIPE_FIRST, SHM_K_PIPE_SPIN,
        SHM_K_CMA_USE, SHM_K_CMA_DUPLEX, SHM_K_CMA_DUPLEX_REUSED,
@@ -52,6 +53,18 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"bytes of each incoming ring of one-line packets (<= 56-byte "
 		"puts; power of two >= 128, 0 = none)",
 		RDMACH_KNOB_POW2 | RDMACH_KNOB_ZERO_OFF },
+	[SHM_K_BULK_RING] = { "RDMACH_SHM_BULK_RING", RDMACH_KNOB_SIZE, "256K",
+		4096, 256u << 20,
+		"bytes of each incoming ring of deferred puts' packets of "
+		"RDMACH_SHM_BULK_MIN bytes or more (MPI send requests), "
+		"allocated at its first use (power of two; 0, or not above "
+		"RDMACH_SHM_RING_SIZE: none, the main ring takes them)",
+		RDMACH_KNOB_POW2 | RDMACH_KNOB_ZERO_OFF },
+	[SHM_K_BULK_MIN] = { "RDMACH_SHM_BULK_MIN", RDMACH_KNOB_SIZE, "4K", 64,
+		256u << 20,
+		"a deferred put's ring packets of at least this many bytes go "
+		"to the bulk ring: many such messages in flight, the main ring "
+		"kept small for the small ones" },
 	[SHM_K_CHUNK] = { "RDMACH_SHM_CHUNK", RDMACH_KNOB_SIZE, "8K", 64,
 		256u << 20,
 		"largest ring packet: bigger puts are cut so both sides copy at once" },
@@ -192,7 +205,7 @@ struct shm_rx_ring {
 	uint64_t released;		/* ... and given back (<= head) */
 };
 
-enum { SHM_MAIN, SHM_LINES, SHM_NRINGS };	/* rings of a direction */
+enum { SHM_MAIN, SHM_LINES, SHM_BULK, SHM_NRINGS }; /* rings of a direction */
 
 /* A copy area (shm_ring.h) as its writer or its reader sees it. */
 struct shm_pipe {
@@ -219,6 +232,8 @@ struct shm_conn {
 	struct shm_tx_ring tx[SHM_NRINGS];
 	struct shm_ring_ctrl *tx_ctrl;
 	uint64_t one_pkt_max;		/* largest put of one packet, no CMA */
+	uint64_t bulk_min;		/* data packets from this size go to
+					 * tx[SHM_BULK] (UINT64_MAX: none) */
 	uint32_t tx_seq;		/* next packet's sequence number */
 	uint64_t next_rndv_id;
 	struct shm_rndv_tx rndv;
@@ -248,6 +263,7 @@ struct shm_tl {
 	struct shm_conn **conns;	/* [npeers] */
 	int npeers;
 	uint64_t ring_size, line_ring_size, chunk, cma_threshold, liveness_ns;
+	uint64_t bulk_ring_size, bulk_min;
 	uint64_t chunk_deferred;	/* chunk, for a deferred put */
 	uint64_t calib_ns;		/* RDMACH_SHM_CALIB_MS */
 	int cma;
@@ -482,17 +498,21 @@ static inline uint64_t shm_rx_head_hdr(const struct shm_rx_ring *r)
 static inline struct shm_rx_ring *shm_rx_next(struct shm_conn *sc,
 					      uint64_t *h)
 {
-	uint64_t x = shm_rx_head_hdr(&sc->rx[SHM_LINES]);
+	struct shm_rx_ring *r = &sc->rx[SHM_LINES];
+	uint64_t x = shm_rx_head_hdr(r);
 
 	if (shm_hdr_seq(x) != sc->rx_seq) {
-		x = shm_rx_head_hdr(&sc->rx[SHM_MAIN]);
-		if (shm_hdr_seq(x) != sc->rx_seq)
-			return NULL;
-		*h = x;
-		return &sc->rx[SHM_MAIN];
+		r = &sc->rx[SHM_MAIN];
+		x = shm_rx_head_hdr(r);
+		if (shm_hdr_seq(x) != sc->rx_seq) {
+			r = &sc->rx[SHM_BULK];
+			x = shm_rx_head_hdr(r);
+			if (shm_hdr_seq(x) != sc->rx_seq)
+				return NULL;
+		}
 	}
 	*h = x;
-	return &sc->rx[SHM_LINES];
+	return r;
 }
 
 /* A packet of ring r was read: move on.  Its space goes back to the
@@ -509,7 +529,8 @@ static void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
 static inline int shm_rx_holds(const struct shm_conn *sc)
 {
 	return sc->rx[SHM_MAIN].released != sc->rx[SHM_MAIN].head ||
-	       sc->rx[SHM_LINES].released != sc->rx[SHM_LINES].head;
+	       sc->rx[SHM_LINES].released != sc->rx[SHM_LINES].head ||
+	       sc->rx[SHM_BULK].released != sc->rx[SHM_BULK].head;
 }
 
 /* Return consumed space to the writer: zero every line start in it (lap
@@ -560,7 +581,8 @@ static int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,
 				"shm: corrupt packet from rank %d at %s ring "
 				"offset %" PRIu64 " (header %#" PRIx64 "): %s",
 				sc->conn->peer,
-				r == &sc->rx[SHM_LINES] ? "line" : "main",
+				r == &sc->rx[SHM_LINES] ? "line" :
+				r == &sc->rx[SHM_BULK] ? "bulk" : "main",
 				r->head & r->mask, h, why);
 }
 
@@ -1021,17 +1043,29 @@ static ssize_t shm_tx_stalled(struct shm_conn *sc)
 	return 0;
 }
 
-/* Copy through the main ring, in packets of at most chunk bytes. */
-static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
-			   int iovcnt, size_t total, uint64_t chunk)
+/* The ring for a data packet of len bytes (the line ring aside): the
+ * bulk ring takes those of a deferred put (messages in a window) from
+ * bulk_min; a ping-pong's messages stay in the main ring, whose lines
+ * come round again sooner. */
+static inline struct shm_tx_ring *shm_tx_data_ring(struct shm_conn *sc,
+						   uint64_t len, int deferred)
 {
-	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
+	return &sc->tx[deferred && len >= sc->bulk_min ? SHM_BULK : SHM_MAIN];
+}
+
+/* Copy through the main ring (and the bulk ring for a deferred put), in
+ * packets of at most chunk bytes. */
+static ssize_t shm_tx_copy(struct shm_conn *sc, const struct iovec *iov,
+			   int iovcnt, size_t total, uint64_t chunk,
+			   int deferred)
+{
 	struct rdmach_iovc c;
 	size_t done = 0;
 
 	rdmach_iovc_init(&c, iov, iovcnt);
 	while (done < total) {
 		uint64_t want = total - done < chunk ? total - done : chunk;
+		struct shm_tx_ring *r = shm_tx_data_ring(sc, want, deferred);
 		uint64_t need = shm_pkt_span(want);
 		uint64_t pos = r->head & r->mask;
 		uint64_t contig = r->size - pos;
@@ -1227,18 +1261,20 @@ static ssize_t shm_tx_rndv_poll(struct shm_conn *sc, const struct iovec *iov,
 	return (ssize_t)sc->rndv.bytes;
 }
 
-/* The ring a put of one packet of need bytes goes to now: the line ring
- * if it is one line and there is room there, else the main ring if the
+/* The ring a put of one packet of len bytes (need with its header, in
+ * whole lines) goes to now: the line ring if it is one line and there is
+ * room there, else the main or the bulk ring (shm_tx_data_ring) if the
  * packet fits before its end and in the space the cached tail shows;
  * NULL sends the put the general way. */
 static inline struct shm_tx_ring *shm_tx_ring_for(struct shm_conn *sc,
-						  uint64_t need)
+						  uint64_t len, uint64_t need,
+						  int deferred)
 {
 	struct shm_tx_ring *r = &sc->tx[SHM_LINES];
 
 	if (need == SHM_LINE && r->size && shm_tx_space(sc, r, need) >= need)
 		return r;
-	r = &sc->tx[SHM_MAIN];
+	r = shm_tx_data_ring(sc, len, deferred);
 	if (need > r->size - (r->head & r->mask) ||
 	    shm_tx_space(sc, r, need) < need)
 		return NULL;
@@ -1258,7 +1294,7 @@ static int shm_tx_pipe_start(struct shm_conn *sc, uint64_t total)
 
 	if (atomic_load_explicit(&shm_pipe_flag(pp)->len, memory_order_acquire))
 		return -EAGAIN;
-	r = shm_tx_ring_for(sc, SHM_LINE);
+	r = shm_tx_ring_for(sc, sizeof(pkt), SHM_LINE, 0);
 	if (!r)
 		return -EAGAIN;
 	p = r->base + (r->head & r->mask);
@@ -1431,14 +1467,16 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 			return shm_tx_pipe(sc, iov, iovcnt, total);
 	}
 	return shm_tx_copy(sc, iov, iovcnt, total,
-			   ticket ? sc->tl->chunk_deferred : sc->tl->chunk);
+			   ticket ? sc->tl->chunk_deferred : sc->tl->chunk,
+			   ticket != NULL);
 }
 
 /* Most messages: one packet (no rendezvous) into the ring
  * shm_tx_ring_for picks; everything else, and a closed reader, go the
- * general way. */
-static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
-		       int iovcnt, size_t total)
+ * general way (ticket: as for shm_put_general). */
+static inline __attribute__((always_inline)) ssize_t
+shm_put_one(struct rdmach_conn *conn, const struct iovec *iov, int iovcnt,
+	    size_t total, uint64_t *ticket)
 {
 	struct shm_conn *sc = conn->priv;
 	uint64_t need = shm_pkt_span(total);
@@ -1447,10 +1485,10 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	ssize_t n;
 
 	if (total > sc->one_pkt_max || sc->rndv.active || sc->tx_pipe.left ||
-	    !(r = shm_tx_ring_for(sc, need)) ||
+	    !(r = shm_tx_ring_for(sc, total, need, ticket != NULL)) ||
 	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
 				 memory_order_acquire)) {
-		n = shm_put_general(sc, iov, iovcnt, total, NULL);
+		n = shm_put_general(sc, iov, iovcnt, total, ticket);
 		shm_bell_ring(sc);
 		return n;
 	}
@@ -1462,12 +1500,19 @@ static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
 	return (ssize_t)total;
 }
 
+static ssize_t shm_put(struct rdmach_conn *conn, const struct iovec *iov,
+		       int iovcnt, size_t total)
+{
+	return shm_put_one(conn, iov, iovcnt, total, NULL);
+}
+
 /* rdmach_put_deferred: shm_put, except that a rendezvous returns at once
- * with its id as the ticket, and ring packets may be larger
- * (RDMACH_SHM_DEFERRED_CHUNK): MPI send requests come in windows, where
- * the copies of successive messages overlap anyway and fewer packets cost
- * less (MPI_Isend window of 16 KiB: 1.03-1.12x the bandwidth, 1.09-1.14x
- * both ways).  A one-packet put takes shm_put's path. */
+ * with its id as the ticket, ring packets may be larger
+ * (RDMACH_SHM_DEFERRED_CHUNK) and those from RDMACH_SHM_BULK_MIN go to
+ * the bulk ring: MPI send requests come in windows, where the copies of
+ * successive messages overlap anyway, fewer packets cost less (MPI_Isend
+ * window of 16 KiB: 1.03-1.12x the bandwidth, 1.09-1.14x both ways) and
+ * a larger ring keeps more messages in flight. */
 static ssize_t shm_put_deferred(struct rdmach_conn *conn,
 				const struct iovec *iov, int iovcnt,
 				size_t total, uint64_t *ticket)
@@ -1476,7 +1521,7 @@ static ssize_t shm_put_deferred(struct rdmach_conn *conn,
 	ssize_t n;
 
 	if (total <= sc->one_pkt_max)
-		return shm_put(conn, iov, iovcnt, total);
+		return shm_put_one(conn, iov, iovcnt, total, ticket);
 	n = shm_put_general(sc, iov, iovcnt, total, ticket);
 	shm_bell_ring(sc);
 	return n;
@@ -1595,6 +1640,10 @@ static int shm_read_knobs(struct shm_tl *tl)
 		return err;
 	tl->ring_size = v[SHM_K_RING_SIZE];
 	tl->line_ring_size = v[SHM_K_LINE_RING];
+	/* one no larger than the main ring would keep no more in flight */
+	tl->bulk_ring_size = v[SHM_K_BULK_RING] > tl->ring_size ?
+			     v[SHM_K_BULK_RING] : 0;
+	tl->bulk_min = v[SHM_K_BULK_MIN];
 	tl->chunk = shm_chunk_payload(v[SHM_K_CHUNK], tl->ring_size);
 	tl->chunk_deferred = shm_chunk_payload(v[SHM_K_DEFERRED_CHUNK],
 					       tl->ring_size);
@@ -1732,6 +1781,7 @@ static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	shm_pipe_size_setup(tl, npeers);
 	geom.ring_size = tl->ring_size;
 	geom.line_ring_size = tl->line_ring_size;
+	geom.bulk_ring_size = tl->bulk_ring_size;
 	geom.pipe_size = tl->pipe_size;
 	geom.pipe_slot = tl->pipe_slot;
 	err = shm_seg_create(&tl->seg, base->ctx->rank, peers, npeers, &geom);
@@ -1784,9 +1834,9 @@ static int shm_parse_peer(const char *val, int peer, pid_t *pid,
  * 0) instead of only those that move four billion. */
 #define SHM_SEQ_FIRST (UINT32_MAX - 255u)
 
-/* A line ring nobody writes (RDMACH_SHM_LINE_RING=0): its head reads 0,
- * never a packet number. */
-static _Alignas(SHM_LINE) uint8_t shm_no_line_ring[SHM_LINE];
+/* A line or bulk ring nobody writes (RDMACH_SHM_LINE_RING=0,
+ * RDMACH_SHM_BULK_RING=0): its head reads 0, never a packet number. */
+static _Alignas(SHM_LINE) uint8_t shm_no_ring[SHM_LINE];
 
 static void shm_tx_ring_init(struct shm_tx_ring *r, uint8_t *base,
 			     _Atomic uint64_t *tail, uint64_t size)
@@ -1800,7 +1850,7 @@ static void shm_tx_ring_init(struct shm_tx_ring *r, uint8_t *base,
 static void shm_rx_ring_init(struct shm_rx_ring *r, uint8_t *base,
 			     _Atomic uint64_t *tail, uint64_t size)
 {
-	r->base = size ? base : shm_no_line_ring;
+	r->base = size ? base : shm_no_ring;
 	r->tail = tail;
 	r->mask = size ? size - 1 : 0;
 }
@@ -1826,6 +1876,23 @@ static void shm_pipe_init(struct shm_pipe *pp, const struct shm_seg *seg,
 	pp->slot_mask = h->pipe_size / h->pipe_slot - 1;
 }
 
+/* My bulk ring in the peer's segment, if it has one that fits (the peer
+ * may run with other knobs): packets of bulk_min bytes or more go there. */
+static void shm_tx_bulk_init(struct shm_conn *sc, const struct shm_tl *tl,
+			     const struct shm_seg *peer_seg, int tx_slot)
+{
+	const struct shm_seg_hdr *ph = shm_seg_hdr(peer_seg);
+	uint64_t size = ph->bulk_ring_size;
+
+	if (!shm_pow2(size) || size <= ph->ring_size || ph->bulk_off % SHM_LINE ||
+	    ph->bulk_off + (uint64_t)(tx_slot + 1) * size > peer_seg->size)
+		size = 0;
+	shm_tx_ring_init(&sc->tx[SHM_BULK], size ?
+			 shm_seg_bulk_ring(peer_seg, tx_slot) : NULL,
+			 &sc->tx_ctrl->bulk_tail, size);
+	sc->bulk_min = size ? tl->bulk_min : UINT64_MAX;
+}
+
 static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 				 const struct shm_seg *peer_seg, int tx_slot,
 				 int rx_slot)
@@ -1838,6 +1905,7 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 	shm_tx_ring_init(&sc->tx[SHM_LINES],
 			 shm_seg_line_ring(peer_seg, tx_slot),
 			 &sc->tx_ctrl->line_tail, ph->line_ring_size);
+	shm_tx_bulk_init(sc, tl, peer_seg, tx_slot);
 	sc->one_pkt_max = tl->chunk;
 	if (tl->large_min <= sc->one_pkt_max)
 		sc->one_pkt_max = tl->large_min - 1;
@@ -1849,6 +1917,8 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 	shm_rx_ring_init(&sc->rx[SHM_LINES],
 			 shm_seg_line_ring(&tl->seg, rx_slot),
 			 &sc->rx_ctrl->line_tail, tl->line_ring_size);
+	shm_rx_ring_init(&sc->rx[SHM_BULK], shm_seg_bulk_ring(&tl->seg, rx_slot),
+			 &sc->rx_ctrl->bulk_tail, tl->bulk_ring_size);
 	sc->rx_seq = SHM_SEQ_FIRST;
 	shm_pipe_init(&sc->rx_pipe, &tl->seg, rx_slot);
 	if (tl->pipe_size)	/* RDMACH_SHM_PIPE=0: the writer's choice */

@@ -1,20 +1,27 @@
 /*
  * shm_ring.h - the single-producer/single-consumer byte rings of rdma_shm.
  *
- * Two rings per direction per pair of processes, living in the RECEIVER's
- * segment (as an RDMA ring lives in the receiver's registered memory):
- *  - the main ring (RDMACH_SHM_RING_SIZE), a power-of-two array of 64-byte
- *    lines.  A packet starts on a line boundary with an 8-byte header word
- *    followed by its payload; packets never wrap (a PAD packet fills the
- *    end of the ring when a control packet does not fit);
+ * Three rings per direction per pair of processes, living in the
+ * RECEIVER's segment (as an RDMA ring lives in the receiver's registered
+ * memory), each a power-of-two array of 64-byte lines.  A packet starts on
+ * a line boundary with an 8-byte header word followed by its payload;
+ * packets never wrap (a PAD packet fills the end of the ring when a
+ * control packet does not fit):
+ *  - the main ring (RDMACH_SHM_RING_SIZE): every packet the other two do
+ *    not take;
  *  - the line ring (RDMACH_SHM_LINE_RING, a few lines): packets of one
  *    line only (payload <= 56 bytes: an 8-byte MPI message with its CH3
  *    header).  A ping-pong then keeps reusing the same few lines, which
  *    stay in both caches; walking a 1024-line ring costs every message a
- *    line neither cache holds (3-11% of a one-way trip, rdma_shm/README.md).
- * One sequence of packet numbers spans both rings: the reader takes packet
- * rx_seq from whichever ring's head holds it, so the byte stream keeps its
- * order whichever ring the writer picked (the line ring when it has room).
+ *    line neither cache holds (3-11% of a one-way trip, rdma_shm/README.md);
+ *  - the bulk ring (RDMACH_SHM_BULK_RING, larger): the data packets of
+ *    at least RDMACH_SHM_BULK_MIN bytes of deferred puts (MPI send
+ *    requests, which come in windows), so that a window of messages of a
+ *    few KiB has many in flight while small messages, and a ping-pong's,
+ *    keep to the small main ring.
+ * One sequence of packet numbers spans the three rings: the reader takes
+ * packet rx_seq from whichever ring's head holds it, so the byte stream
+ * keeps its order whichever ring the writer picked.
  *
  * Large puts go through a third structure, the copy area (RDMACH_SHM_PIPE_*):
  * `nslots` slots of `slot` bytes, each with a flag word on a line of its
@@ -130,8 +137,9 @@ struct shm_ring_ctrl {
 	/* written by the reader, often */
 	_Atomic uint64_t tail;		/* main ring bytes consumed */
 	_Atomic uint64_t line_tail;	/* line ring bytes consumed */
+	_Atomic uint64_t bulk_tail;	/* bulk ring bytes consumed */
 	_Atomic uint64_t acked_id;	/* last rendezvous fully read */
-	uint8_t pad0[128 - 24];
+	uint8_t pad0[128 - 32];
 	/* written by the reader, once */
 	_Atomic uint32_t reader_closed;
 	_Atomic uint32_t cma_ok;	/* reader can read the writer's memory */

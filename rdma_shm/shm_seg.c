@@ -73,7 +73,7 @@ static int shm_seg_open_fd(struct shm_seg *seg)
 
 /* Offsets of the parts of a segment. */
 struct shm_seg_layout {
-	uint64_t ctrl_off, ring_off, line_off, pipe_off, pipe_stride;
+	uint64_t ctrl_off, ring_off, line_off, bulk_off, pipe_off, pipe_stride;
 	uint64_t populated, size;
 };
 
@@ -88,9 +88,10 @@ static void shm_seg_plan(int nwriters, const struct shm_seg_geom *g,
 	l->ring_off = shm_align(l->ctrl_off + (uint64_t)nwriters *
 				sizeof(struct shm_ring_ctrl), SHM_PAGE);
 	l->line_off = l->ring_off + (uint64_t)nwriters * g->ring_size;
-	l->pipe_off = shm_align(l->line_off + (uint64_t)nwriters *
+	l->bulk_off = shm_align(l->line_off + (uint64_t)nwriters *
 				g->line_ring_size, SHM_PAGE);
-	l->populated = l->pipe_off;
+	l->populated = l->bulk_off;
+	l->pipe_off = l->bulk_off + (uint64_t)nwriters * g->bulk_ring_size;
 	l->pipe_stride = 0;
 	if (g->pipe_size) {
 		flags = g->pipe_size / g->pipe_slot *
@@ -116,6 +117,8 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 	h->ring_off = l->ring_off;
 	h->line_ring_size = g->line_ring_size;
 	h->line_off = l->line_off;
+	h->bulk_ring_size = g->bulk_ring_size;
+	h->bulk_off = l->bulk_off;
 	h->pipe_size = g->pipe_size;
 	h->pipe_slot = g->pipe_size ? g->pipe_slot : 0;
 	h->pipe_off = l->pipe_off;
@@ -134,8 +137,8 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 }
 
 /* Map size bytes of fd, the first `populated` of them with their pages in
- * place (the header, control blocks and rings: touched at once), the copy
- * areas on first use. */
+ * place (the header, control blocks, main and line rings: touched at
+ * once), the bulk rings and copy areas on first use. */
 static void *shm_seg_map(int fd, uint64_t size, uint64_t populated)
 {
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -172,7 +175,8 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 		goto err_close;
 	}
 	/* populated by the owner (the reader), so the pages sit on its
-	 * NUMA node; a copy area's pages come with its first large put */
+	 * NUMA node; the pages of a bulk ring or a copy area come with
+	 * their writer's first use */
 	base = shm_seg_map(fd, l.size, l.populated);
 	if (base == MAP_FAILED) {
 		err = -errno;
@@ -280,7 +284,7 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
 		goto err_unmap;
 	}
 	/* the rings we write: their pages in place now, not at the first
-	 * message (the copy areas stay sparse) */
+	 * message (the bulk rings and copy areas stay sparse) */
 	if (mmap(base, h->populated, PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
 		err = -errno;

@@ -1,13 +1,14 @@
 /*
  * shm_seg.h - the receive segment of one process: a header, then one ring
  * control block, one main ring and one line ring per local peer (the
- * writer), self included, then one copy area per local peer for large
- * puts (shm_ring.h: flags and slots).
+ * writer), self included, then one bulk ring and one copy area per local
+ * peer (shm_ring.h: rings, flags and slots).
  *
- * Only the part up to the copy areas is populated when the segment is
- * created or mapped; a copy area's pages are allocated the first time its
- * writer uses it (a memfd is sparse), so the areas of peers that never
- * send a large message cost address space only.
+ * Only the part up to the bulk rings is populated when the segment is
+ * created or mapped; the pages of a bulk ring or a copy area are
+ * allocated when its writer first uses them (a memfd is sparse), so those
+ * of peers that never send a message of a few KiB cost address space
+ * only.
  *
  * The segment is a memfd, never named in /dev/shm: peers open it through
  * /proc/<pid>/fd/<fd> during wire-up and the owner closes the fd once
@@ -26,7 +27,7 @@
 #include "shm_ring.h"
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
-#define SHM_SEG_VERSION 5u
+#define SHM_SEG_VERSION 6u
 
 struct shm_seg_hdr {
 	uint64_t magic;
@@ -37,11 +38,13 @@ struct shm_seg_hdr {
 	uint64_t ring_off;	/* ring i at ring_off + i * ring_size */
 	uint64_t line_ring_size; /* bytes of each line ring (0: none) */
 	uint64_t line_off;	/* line ring i at line_off + i * line_ring_size */
+	uint64_t bulk_ring_size; /* bytes of each bulk ring (0: none) */
+	uint64_t bulk_off;	/* bulk ring i at bulk_off + i * bulk_ring_size */
 	uint64_t pipe_size;	/* bytes of each copy area's slots (0: none) */
 	uint64_t pipe_slot;	/* bytes of one slot (the largest chunk) */
 	uint64_t pipe_off;	/* copy area i at pipe_off + i * pipe_stride */
 	uint64_t pipe_stride;	/* its flags page(s), then its slots */
-	uint64_t populated;	/* bytes mapped with MAP_POPULATE (before pipe_off) */
+	uint64_t populated;	/* bytes mapped with MAP_POPULATE (= bulk_off) */
 	/* measured by the local leader (shm_calib.h; 0: not measured) */
 	uint64_t cache_limit;
 	uint64_t copy_hot_mbs, copy_cold_mbs, cma_hot_mbs, cma_cold_mbs;
@@ -64,6 +67,7 @@ struct shm_seg {
 struct shm_seg_geom {
 	uint64_t ring_size;	/* main ring, a power of two */
 	uint64_t line_ring_size; /* line ring, 0 or a power of two */
+	uint64_t bulk_ring_size; /* bulk ring, 0 or a power of two */
 	uint64_t pipe_size;	/* copy area slots, a multiple of pipe_slot (0: none) */
 	uint64_t pipe_slot;	/* one slot */
 };
@@ -108,6 +112,14 @@ static inline uint8_t *shm_seg_line_ring(const struct shm_seg *seg, int slot)
 
 	return (uint8_t *)seg->base + h->line_off +
 	       (size_t)slot * h->line_ring_size;
+}
+
+static inline uint8_t *shm_seg_bulk_ring(const struct shm_seg *seg, int slot)
+{
+	struct shm_seg_hdr *h = seg->base;
+
+	return (uint8_t *)seg->base + h->bulk_off +
+	       (size_t)slot * h->bulk_ring_size;
 }
 
 /* The flags of writer slot's copy area (shm_ring.h). */

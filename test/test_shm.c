@@ -2,7 +2,8 @@
  * test_shm - behaviour specific to the shared-memory transport: the
  * cross-memory (CMA) rendezvous (partial gets, same-iovec retries, more
  * pieces than one control packet holds, RDMACH_SHM_CMA=0), the order of
- * a stream split between the line ring and the main ring, a dead peer
+ * a stream split between the line ring and the main ring, and among the
+ * three with the bulk ring (which puts each ring takes), a dead peer
  * (data first, then -ECONNRESET in bounded time, for get, put and a
  * pending zero-copy put), deferred zero-copy puts (several in flight,
  * completed by rdmach_put_done, CMA chosen once large messages cross, a
@@ -848,6 +849,116 @@ static int shm_line_ring_order(struct tst *t)
 	return ret ? ret : tst_barrier(t);
 }
 
+/* ---- bulk ring (deferred packets of RDMACH_SHM_BULK_MIN bytes and up) --- */
+
+/* A 4 KiB main ring, a 16 KiB bulk ring from 512 bytes, packets of at most
+ * 1 KiB (2 KiB deferred), no copy area or CMA: every byte goes by ring. */
+#define BULK_RING 16384u
+#define BULK_MAIN 4096u
+#define BULK_PKT 1024u		/* ring bytes of a put of BULK_PUT bytes */
+#define BULK_PUT (BULK_PKT - 24u)
+#define BULK_STREAM (3u << 20)
+
+/* Puts of len bytes (deferred or waiting) while the reader reads nothing:
+ * the bytes the rings took before the first put that took none. */
+static size_t bulk_fill(struct tst *t, rdmach_conn_t *c, const uint8_t *p,
+			size_t len, int deferred, int *err)
+{
+	size_t took = 0;
+
+	*err = 0;
+	for (;;) {
+		struct iovec iov = { (void *)(p + took), len };
+		uint64_t ticket = 0;
+		ssize_t n = deferred ? rdmach_put_deferred(c, &iov, 1, &ticket) :
+				       rdmach_put(c, &iov, 1);
+
+		if (n < 0 || ticket) {
+			*err = n < 0 ? (int)n : -EPROTO;
+			return took;
+		}
+		took += (size_t)n;
+		if ((size_t)n < len)
+			return took;
+	}
+}
+
+/* What each ring holds, the reader reading nothing yet: waiting puts fill
+ * the main ring only; deferred puts under BULK_MIN then find no room; of
+ * BULK_MIN bytes and more they fill the bulk ring (with the bulk ring off:
+ * no room either).  Then a long stream mixing sizes below and above
+ * BULK_MIN, deferred and waiting, laps all rings many times while the
+ * reader takes odd pieces: every byte in order. */
+static int shm_bulk_ring(struct tst *t)
+{
+	const int off = t->c->arg != NULL;	/* bulk ring turned off */
+	const char *const env[] = { "RDMACH_SHM_RING_SIZE", "4K",
+		"RDMACH_SHM_BULK_RING", off ? "0" : "16K",
+		"RDMACH_SHM_BULK_MIN", "512", "RDMACH_SHM_CHUNK", "1K",
+		"RDMACH_SHM_DEFERRED_CHUNK", "2K", "RDMACH_SHM_LINE_RING", "128",
+		"RDMACH_SHM_PIPE", "0", "RDMACH_SHM_CMA", "0", NULL };
+	static const size_t sizes[] = { 1, 40, 300, 503, 504, 1000, 1500,
+					2047, 2048, 3000, 5000, 9000 };
+	const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+	const size_t in_main = BULK_MAIN / BULK_PKT * BULK_PUT;
+	const size_t in_bulk = off ? 0 : BULK_RING / BULK_PKT * BULK_PUT;
+	size_t waiting, small, big, len;
+	uint64_t seed;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	int err, ret = 0;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 1) {
+		ret = tst_barrier(t);	/* the writer has filled the rings */
+		if (!ret)
+			ret = get_pieces(t, c, seed, BULK_STREAM, 777);
+		return ret ? ret : tst_barrier(t);
+	}
+	buf = malloc(BULK_STREAM);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, BULK_STREAM, seed, 0);
+	waiting = bulk_fill(t, c, buf, BULK_PUT, 0, &err);
+	TST_CHECK(t, !err, "waiting puts: %s", rdmach_strerror(err));
+	small = bulk_fill(t, c, buf + waiting, 500, 1, &err);
+	TST_CHECK(t, !err, "small deferred puts: %s", rdmach_strerror(err));
+	big = bulk_fill(t, c, buf + waiting + small, BULK_PUT, 1, &err);
+	TST_CHECK(t, !err, "deferred puts: %s", rdmach_strerror(err));
+	len = waiting + small + big;
+	tst_log(t, "bulk ring %s: waiting %u-byte puts took %zu bytes, then "
+		"500-byte deferred ones %zu, %u-byte deferred ones %zu",
+		off ? "off" : "16K", BULK_PUT, waiting, small, BULK_PUT, big);
+	TST_CHECK(t, waiting == in_main && small == 0 && big == in_bulk,
+		  "the rings took %zu bytes of waiting puts (expected %zu: the "
+		  "main ring), then %zu of 500-byte deferred ones (expected 0), "
+		  "%zu of %u-byte deferred ones (expected %zu: the bulk ring)",
+		  waiting, in_main, small, big, BULK_PUT, in_bulk);
+	if (tst_barrier(t))
+		ret = -1;
+	for (size_t i = 0; len < BULK_STREAM && !ret; i++) {
+		size_t n = sizes[(i * 7) % nsizes];
+		int64_t tk = 0;
+
+		if (n > BULK_STREAM - len)
+			n = BULK_STREAM - len;
+		if (i % 3)
+			tk = tst_put_deferred_whole(t, c, buf + len, n);
+		else
+			put_whole(t, c, buf + len, n, &err);
+		if (tk || err)
+			ret = tst_fail(t, "put %zu of %zu bytes at %zu: ticket "
+				       "%lld, %s", i, n, len, (long long)tk,
+				       rdmach_strerror(err));
+		len += n;
+	}
+	free(buf);
+	return ret ? ret : tst_barrier(t);
+}
+
 /* ---- copy area (large puts in two overlapped copies) ------------------- */
 
 #define TST_AREA_NP 17	/* shm_pipe_area_auto: past the 16 of the auto area */
@@ -1650,6 +1761,10 @@ static const struct tst_case shm_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_line_ring_order", 2, shm_line_ring_order,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_bulk_ring", 2, shm_bulk_ring, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "shm_bulk_ring_off", 2, shm_bulk_ring, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  "", { 0 } },
 	{ "shm_peer_death_get", 2, shm_peer_death_get,
 	  TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_peer_death_put", 2, shm_peer_death_put,
