@@ -116,8 +116,9 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"can defer (rdmach_put_deferred: MPI send requests) goes by CMA "
 		"while the peer's large messages cross this side's: from a "
 		"buffer one of the last RDMACH_SHM_RECENT large puts used, from "
-		"RDMACH_SHM_CMA_DUPLEX_REUSED up to 6 MiB; from any other, from "
-		"this size up (0: never)" },
+		"RDMACH_SHM_CMA_DUPLEX_REUSED below "
+		"RDMACH_SHM_CMA_DUPLEX_REUSED_MAX; from any other, from this "
+		"size up (0: never)" },
 	[SHM_K_CMA_DUPLEX_REUSED] = { "RDMACH_SHM_CMA_DUPLEX_REUSED",
 		RDMACH_KNOB_SIZE, "128K", 1, UINT64_MAX,
 		"the smallest deferred put from a reused buffer that goes by "
