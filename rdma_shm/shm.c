@@ -245,6 +245,7 @@ struct shm_conn {
 	struct shm_ring_ctrl *rx_ctrl;
 	uint32_t rx_seq;		/* sequence number expected next */
 	uint64_t rx_off;		/* bytes of the current packet consumed */
+	uint64_t rx_held;		/* ... of all rings, not given back yet */
 	struct shm_pipe rx_pipe;	/* the peer's copy area in my segment */
 
 	unsigned duplex;		/* shm_rx_large_start */
@@ -522,6 +523,7 @@ static void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
 			   uint64_t span)
 {
 	r->head += span;
+	sc->rx_held += span;
 	sc->rx_seq = shm_seq_next(sc->rx_seq);
 	sc->rx_off = 0;
 }
@@ -529,9 +531,7 @@ static void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
 /* Consumed space not given back to the writer yet? */
 static inline int shm_rx_holds(const struct shm_conn *sc)
 {
-	return sc->rx[SHM_MAIN].released != sc->rx[SHM_MAIN].head ||
-	       sc->rx[SHM_LINES].released != sc->rx[SHM_LINES].head ||
-	       sc->rx[SHM_BULK].released != sc->rx[SHM_BULK].head;
+	return sc->rx_held != 0;
 }
 
 /* Return consumed space to the writer: zero every line start in it (lap
@@ -549,6 +549,7 @@ static void shm_rx_release_ring(struct shm_conn *sc, struct shm_rx_ring *r)
 		atomic_store_explicit((_Atomic uint64_t *)(void *)
 				      (r->base + (off & r->mask)), 0,
 				      memory_order_relaxed);
+	sc->rx_held -= r->head - r->released;
 	r->released = r->head;
 	atomic_store_explicit(r->tail, r->head, memory_order_release);
 	sc->conn->stats.credit_updates_sent++;
@@ -563,16 +564,21 @@ static void shm_rx_release(struct shm_conn *sc)
 			shm_rx_release_ring(sc, &sc->rx[i]);
 }
 
-/* Give space back once a quarter of a ring is held (a reader that never
- * finds its rings empty would otherwise starve the writer). */
+/* Give ring r's space back once a quarter of it is held (a reader that
+ * never finds its rings empty would otherwise starve the writer). */
+static inline void shm_rx_release_held_ring(struct shm_conn *sc,
+					    struct shm_rx_ring *r)
+{
+	if (r->head - r->released > (r->mask + 1) / 4)
+		shm_rx_release_ring(sc, r);
+}
+
 static inline void shm_rx_release_held(struct shm_conn *sc)
 {
 	int i;
 
 	for (i = 0; i < SHM_NRINGS; i++)
-		if (sc->rx[i].head - sc->rx[i].released >
-		    (sc->rx[i].mask + 1) / 4)
-			shm_rx_release_ring(sc, &sc->rx[i]);
+		shm_rx_release_held_ring(sc, &sc->rx[i]);
 }
 
 static int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,
@@ -965,7 +971,7 @@ shm_rx_arrived(struct shm_conn *sc, struct shm_rx_ring *r, uint64_t h,
 		shm_rx_consume(sc, r, span);
 		sc->conn->stats.packets_received++;
 		if (left == total || !shm_rx_next(sc, &h)) {
-			shm_rx_release_held(sc);
+			shm_rx_release_held_ring(sc, r);
 			return (ssize_t)left;
 		}
 		rdmach_iovc_init(&c, iov, iovcnt);
