@@ -18,8 +18,13 @@
 #    that size (latency: rdma / min(peers), target <= 1; bandwidth:
 #    rdma / max(peers), target >= 1);
 # 3. in every round too: the one-copy limit (bench/raw_shm_large -M memcpy,
-#    1 MiB, reused and cold) and rdmach's own 1 MiB bandwidth (rdmach_bw -t
-#    shm; target >= 0.6 x the memcpy limit).
+#    1 MiB, reused and cold), rdmach's own 1 MiB bandwidth (rdmach_bw -t
+#    shm; target >= 0.6 x the memcpy limit) and the time a cache line takes
+#    from one CPU to the other (bench/raw_shm_pingpong, 8 B one way, no MPI
+#    or rdmach code): the host's state, which decides which MPI leads at
+#    small sizes (fast line transfers: the one with the fewest
+#    instructions per message; slow ones: the one that moves the fewest
+#    lines).
 # Tables in $out/summary.txt, raw outputs under $out/NAME/, PNGs per series.
 #
 # Environment: BENCH_REPS (5), BENCH_RESULTS (results/mpi-DATE),
@@ -83,8 +88,11 @@ fi
 
 # 2 + 3. curves and limits, interleaved: round r runs every series on every
 # MPI, then the limits, so that a change of the host hits all alike
-make -s O=build build/bin/raw_shm_large build/bin/rdmach_bw >/dev/null 2>&1
-have_raw=0; [ -x build/bin/raw_shm_large ] && [ -x build/bin/rdmach_bw ] && have_raw=1
+make -s O=build build/bin/raw_shm_large build/bin/raw_shm_pingpong \
+	build/bin/rdmach_bw >/dev/null 2>&1
+have_raw=0
+[ -x build/bin/raw_shm_large ] && [ -x build/bin/raw_shm_pingpong ] &&
+	[ -x build/bin/rdmach_bw ] && have_raw=1
 mkdir -p "$out/limits"
 for ((r = 1; r <= reps; r++)); do
 	echo "run-mpi: round $r/$reps (load $(cut -d' ' -f1 /proc/loadavg))" >&2
@@ -102,6 +110,8 @@ for ((r = 1; r <= reps; r++)); do
 			>"$out/limits/memcpy-cold-$r.txt" 2>&1
 		"${pin[@]}" build/bin/rdmach_bw -t shm -m 1M:1M -b "$batches" \
 			>"$out/limits/rdmach-bw1m-$r.txt" 2>&1
+		"${pin[@]}" build/bin/raw_shm_pingpong -P -m 8:8 -b "$batches" \
+			>"$out/limits/line-$r.txt" 2>&1
 	fi
 done
 
@@ -178,6 +188,8 @@ best_table() {
 		mc=$(for f in "$out"/limits/memcpy-cold-*.txt; do value "$f"; done | median)
 		rb=$(for f in "$out"/limits/rdmach-bw1m-*.txt; do value "$f"; done | median)
 		echo "one-copy limit (memcpy, 1 MiB): reused $m MB/s, cold $mc MB/s; rdmach_bw 1 MiB $rb MB/s = $(ratio "$rb" "$m") x the reused limit (target >= 0.6)"
+		lr=$(for f in "$out"/limits/line-*.txt; do value "$f"; done)
+		echo "cache line from CPU to CPU (raw_shm_pingpong, 8 B one way): $(echo "$lr" | median) us; per round $(echo $lr)"
 	fi
 	for s in "${series[@]}"; do
 		kind=bw; case $s in lat*) kind=lat ;; esac
