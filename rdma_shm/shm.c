@@ -543,12 +543,19 @@ static inline int shm_rx_holds(const struct shm_conn *sc)
  * become visible in order). */
 static void shm_rx_release_ring(struct shm_conn *sc, struct shm_rx_ring *r)
 {
-	uint64_t off;
+	uint64_t off = r->released;
 
-	for (off = r->released; off != r->head; off += SHM_LINE)
-		atomic_store_explicit((_Atomic uint64_t *)(void *)
-				      (r->base + (off & r->mask)), 0,
-				      memory_order_relaxed);
+	while (off != r->head) {	/* at most twice: up to the end, then on */
+		uint64_t pos = off & r->mask, n = r->head - off;
+		uint8_t *p = r->base + pos, *end;
+
+		if (n > r->mask + 1 - pos)
+			n = r->mask + 1 - pos;
+		for (end = p + n; p != end; p += SHM_LINE)
+			atomic_store_explicit((_Atomic uint64_t *)(void *)p, 0,
+					      memory_order_relaxed);
+		off += n;
+	}
 	sc->rx_held -= r->head - r->released;
 	r->released = r->head;
 	atomic_store_explicit(r->tail, r->head, memory_order_release);
@@ -1835,11 +1842,6 @@ static int shm_parse_peer(const char *val, int peer, pid_t *pid,
 	*pid = ipid;
 	return 0;
 }
-
-/* Packet numbers start this close to the 32-bit wrap, so that every
- * connection that moves a few hundred packets checks the wrap (which skips
- * 0) instead of only those that move four billion. */
-#define SHM_SEQ_FIRST (UINT32_MAX - 255u)
 
 /* A line or bulk ring nobody writes (RDMACH_SHM_LINE_RING=0,
  * RDMACH_SHM_BULK_RING=0): its head reads 0, never a packet number. */

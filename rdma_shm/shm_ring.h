@@ -118,6 +118,11 @@ static inline unsigned shm_hdr_type(uint64_t h)
 }
 static inline uint32_t shm_hdr_len(uint64_t h) { return (uint32_t)h & SHM_LEN_MAX; }
 
+/* Packet numbers start this close to the 32-bit wrap, so that every
+ * connection that moves a few hundred packets checks the wrap (which skips
+ * 0) instead of only those that move four billion. */
+#define SHM_SEQ_FIRST (UINT32_MAX - 255u)
+
 /* The packet number after seq (0 is never one: a zeroed word must not
  * match). */
 static inline uint32_t shm_seq_next(uint32_t seq)

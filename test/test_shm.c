@@ -3,7 +3,9 @@
  * cross-memory (CMA) rendezvous (partial gets, same-iovec retries, more
  * pieces than one control packet holds, RDMACH_SHM_CMA=0), the order of
  * a stream split between the line ring and the main ring, and among the
- * three with the bulk ring (which puts each ring takes), a dead peer
+ * three with the bulk ring (which puts each ring takes), the lap guard
+ * (stale line starts forged as the headers expected next never taken,
+ * also where the space given back wraps), a dead peer
  * (data first, then -ECONNRESET in bounded time, for get, put and a
  * pending zero-copy put), deferred zero-copy puts (several in flight,
  * completed by rdmach_put_done, CMA chosen once large messages cross, a
@@ -30,6 +32,7 @@
 #include "lib/tst.h"
 #include "proto/pkt.h"
 #include "rdma_shm/shm_calib.h"
+#include "rdma_shm/shm_ring.h"
 
 #define BIG (1u << 20)		/* above the default CMA threshold */
 
@@ -846,6 +849,132 @@ static int shm_line_ring_order(struct tst *t)
 		off += len;
 	}
 	free(buf);
+	return ret ? ret : tst_barrier(t);
+}
+
+/* ---- lap guard ---------------------------------------------------------- */
+
+/* A 4 KiB main ring (64 lines) alone, packets of at most 1016 bytes (16
+ * lines with the header). */
+#define LAP_LINES 64u
+#define LAP_PKT_LINES 16u
+#define LAP_PKT (LAP_PKT_LINES * SHM_LINE - SHM_HDR)
+#define LAP_SMALL (SHM_LINE - SHM_HDR)	/* a one-line packet's payload */
+
+/* Get exactly len bytes into buf. */
+static int get_exact(struct tst *t, rdmach_conn_t *c, uint8_t *buf, size_t len)
+{
+	uint64_t t0 = rdmach_now_ns();
+	size_t got = 0;
+
+	while (got < len) {
+		struct iovec iov = { buf + got, len - got };
+		ssize_t n = rdmach_get(c, &iov, 1);
+
+		if (n < 0)
+			return tst_fail(t, "get: %s", rdmach_strerror((int)n));
+		got += (size_t)n;
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "get stalled at %zu of %zu", got, len);
+	}
+	return 0;
+}
+
+/* The four 16-line packets that fill the ring from line 32: pattern bytes,
+ * except that every line start inside them holds the header the reader
+ * will look for when, later, one-line packets from line 32 on reach that
+ * line (packet numbers: 2 before these, 4 of these, then one per line). */
+static void lap_forge(uint8_t *p, uint64_t seed)
+{
+	tst_pat_fill(p, 4 * LAP_PKT, seed, 0);
+	for (unsigned k = 0; k < 4; k++)
+		for (unsigned i = 1; i < LAP_PKT_LINES; i++) {
+			unsigned line = (32 + k * LAP_PKT_LINES + i) % LAP_LINES;
+			unsigned j = (line + LAP_LINES - 32) % LAP_LINES;
+			uint64_t h = shm_hdr_make(SHM_SEQ_FIRST + 6 + j,
+						  RDMACH_PKT_DATA, LAP_SMALL);
+
+			memcpy(p + k * LAP_PKT + i * SHM_LINE - SHM_HDR, &h,
+			       sizeof(h));
+		}
+}
+
+/* Stale words at line starts never pass for packets: the reader zeroes
+ * every line start it consumed before giving the space back, also when
+ * that space runs across the ring's end.  Payloads carry, at each line
+ * start, exactly the header the reader will expect at that line on its
+ * next lap; the ring is consumed in one get from its middle (the space
+ * given back wraps), then one-line packets come slowly enough that the
+ * reader always looks at a line before the writer writes it: every byte
+ * must still be the writer's. */
+static int shm_lap_guard(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_RING_SIZE", "4096",
+		"RDMACH_SHM_LINE_RING", "0", "RDMACH_SHM_BULK_RING", "0",
+		"RDMACH_SHM_CHUNK", "1K", "RDMACH_SHM_PIPE", "0",
+		"RDMACH_SHM_CMA", "0", NULL };
+	const size_t first = 2 * LAP_PKT, forged = 4 * LAP_PKT;
+	const size_t small = LAP_LINES * LAP_SMALL;
+	uint8_t *want, *got = NULL;
+	uint64_t seed;
+	rdmach_conn_t *c;
+	int err, ret;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	want = malloc(first + forged + small);
+	if (!want)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(want, first, seed, 0);
+	lap_forge(want + first, seed ^ 1);
+	tst_pat_fill(want + first + forged, small, seed ^ 2, 0);
+	if (t->rank == 0) {
+		/* lines 0-31, read and given back; then 32-63 and 0-31 */
+		put_whole(t, c, want, first, &err);
+		if (!err && !tst_barrier(t))
+			put_whole(t, c, want + first, forged, &err);
+		if (!err && !tst_barrier(t))
+			for (unsigned j = 0; j < LAP_LINES && !err; j++) {
+				usleep(300);
+				put_whole(t, c, want + first + forged +
+					  j * LAP_SMALL, LAP_SMALL, &err);
+			}
+		if (err)
+			ret = tst_fail(t, "put: %s", rdmach_strerror(err));
+		goto out;
+	}
+	got = malloc(first + forged + small);
+	if (!got) {
+		ret = tst_fail(t, "out of memory");
+		goto out;
+	}
+	ret = get_exact(t, c, got, first);
+	if (!ret) {
+		struct iovec none = { got + first, 0 };
+
+		rdmach_get(c, &none, 1);	/* idle: gives lines 0-31 back */
+		ret = tst_barrier(t) || tst_barrier(t) ? -1 :
+		      get_exact(t, c, got + first, forged);
+	}
+	for (unsigned j = 0; j < LAP_LINES && !ret; j++)
+		ret = get_exact(t, c, got + first + forged + j * LAP_SMALL,
+				LAP_SMALL);
+	if (!ret) {
+		size_t i = 0;
+
+		while (i < first + forged + small && got[i] == want[i])
+			i++;
+		TST_CHECK(t, i == first + forged + small, "byte %zu of %zu "
+			  "differs (%s): a stale line start taken for a packet?",
+			  i, first + forged + small, i < first ? "first lap" :
+			  i < first + forged ? "forged packets" :
+			  "one-line packets");
+	}
+out:
+	free(got);
+	free(want);
 	return ret ? ret : tst_barrier(t);
 }
 
@@ -1761,6 +1890,8 @@ static const struct tst_case shm_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, { 0, -SIGKILL } },
 	{ "shm_line_ring_order", 2, shm_line_ring_order,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_lap_guard", 2, shm_lap_guard, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
 	{ "shm_bulk_ring", 2, shm_bulk_ring, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "shm_bulk_ring_off", 2, shm_bulk_ring, TST_NO_CTX | TST_LAUNCH_ONLY,
