@@ -861,23 +861,12 @@ static int shm_line_ring_order(struct tst *t)
 #define LAP_PKT (LAP_PKT_LINES * SHM_LINE - SHM_HDR)
 #define LAP_SMALL (SHM_LINE - SHM_HDR)	/* a one-line packet's payload */
 
-/* Get exactly len bytes into buf. */
+/* Get exactly len bytes into buf (tst_xfer_iov: retried, bounded). */
 static int get_exact(struct tst *t, rdmach_conn_t *c, uint8_t *buf, size_t len)
 {
-	uint64_t t0 = rdmach_now_ns();
-	size_t got = 0;
+	struct iovec iov = { buf, len };
 
-	while (got < len) {
-		struct iovec iov = { buf + got, len - got };
-		ssize_t n = rdmach_get(c, &iov, 1);
-
-		if (n < 0)
-			return tst_fail(t, "get: %s", rdmach_strerror((int)n));
-		got += (size_t)n;
-		if (rdmach_now_ns() - t0 > tst_stall_ns())
-			return tst_fail(t, "get stalled at %zu of %zu", got, len);
-	}
-	return 0;
+	return tst_xfer_iov(t, c, 0, &iov, 1);
 }
 
 /* The four 16-line packets that fill the ring from line 32: pattern bytes,
