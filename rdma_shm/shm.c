@@ -67,13 +67,15 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"kept small for the small ones" },
 	[SHM_K_CHUNK] = { "RDMACH_SHM_CHUNK", RDMACH_KNOB_SIZE, "8K", 64,
 		256u << 20,
-		"largest ring packet: bigger puts are cut so both sides copy at once" },
+		"largest ring packet: bigger puts are cut so both sides copy at "
+		"once (at most a quarter of the main ring)" },
 	[SHM_K_DEFERRED_CHUNK] = { "RDMACH_SHM_DEFERRED_CHUNK", RDMACH_KNOB_SIZE,
 		"16K", 64, 256u << 20,
 		"largest ring packet of a deferred put (rdmach_put_deferred: MPI "
 		"send requests, which come in windows): fewer, larger packets "
 		"where the copies of successive messages overlap anyway (not "
-		"below RDMACH_SHM_CHUNK)" },
+		"below RDMACH_SHM_CHUNK; at most a quarter of the ring a packet "
+		"goes to, the bulk ring's from RDMACH_SHM_BULK_MIN)" },
 	[SHM_K_CMA] = { "RDMACH_SHM_CMA", RDMACH_KNOB_BOOL, "1", 0, 1,
 		"single-copy large puts by cross-memory attach (process_vm_readv)" },
 	[SHM_K_CMA_THRESHOLD] = { "RDMACH_SHM_CMA_THRESHOLD", RDMACH_KNOB_SIZE,
@@ -233,6 +235,9 @@ struct shm_conn {
 	struct shm_tx_ring tx[SHM_NRINGS];
 	struct shm_ring_ctrl *tx_ctrl;
 	uint64_t one_pkt_max;		/* largest put of one packet, no CMA */
+	uint64_t chunk, chunk_deferred;	/* largest packet payload of a put,
+					 * of a deferred put (the rings'
+					 * sizes cap the knobs') */
 	uint64_t bulk_min;		/* data packets from this size go to
 					 * tx[SHM_BULK] (UINT64_MAX: none) */
 	uint32_t tx_seq;		/* next packet's sequence number */
@@ -264,9 +269,9 @@ struct shm_tl {
 	struct shm_seg seg;		/* my receive segment */
 	struct shm_conn **conns;	/* [npeers] */
 	int npeers;
-	uint64_t ring_size, line_ring_size, chunk, cma_threshold, liveness_ns;
+	uint64_t ring_size, line_ring_size, cma_threshold, liveness_ns;
 	uint64_t bulk_ring_size, bulk_min;
-	uint64_t chunk_deferred;	/* chunk, for a deferred put */
+	uint64_t chunk, chunk_deferred;	/* RDMACH_SHM_CHUNK, _DEFERRED_CHUNK */
 	uint64_t calib_ns;		/* RDMACH_SHM_CALIB_MS */
 	int cma;
 	volatile uint64_t cma_magic;	/* peers read it to probe CMA */
@@ -1481,7 +1486,7 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 			return shm_tx_pipe(sc, iov, iovcnt, total);
 	}
 	return shm_tx_copy(sc, iov, iovcnt, total,
-			   ticket ? sc->tl->chunk_deferred : sc->tl->chunk,
+			   ticket ? sc->chunk_deferred : sc->chunk,
 			   ticket != NULL);
 }
 
@@ -1625,13 +1630,6 @@ static int shm_read_cma_use(struct shm_tl *tl)
 	return -EINVAL;
 }
 
-/* A packet size knob as the payload of a full packet: at most a quarter
- * of the ring (>= 4 packets in flight), header included (whole lines). */
-static uint64_t shm_chunk_payload(uint64_t chunk, uint64_t ring_size)
-{
-	return (chunk < ring_size / 4 ? chunk : ring_size / 4) - SHM_HDR;
-}
-
 static int shm_read_knobs(struct shm_tl *tl)
 {
 	uint64_t v[SHM_K_NUM];
@@ -1658,11 +1656,8 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->bulk_ring_size = v[SHM_K_BULK_RING] > tl->ring_size ?
 			     v[SHM_K_BULK_RING] : 0;
 	tl->bulk_min = v[SHM_K_BULK_MIN];
-	tl->chunk = shm_chunk_payload(v[SHM_K_CHUNK], tl->ring_size);
-	tl->chunk_deferred = shm_chunk_payload(v[SHM_K_DEFERRED_CHUNK],
-					       tl->ring_size);
-	if (tl->chunk_deferred < tl->chunk)	/* one packet takes up to chunk */
-		tl->chunk_deferred = tl->chunk;
+	tl->chunk = v[SHM_K_CHUNK];
+	tl->chunk_deferred = v[SHM_K_DEFERRED_CHUNK];
 	tl->cma = (int)v[SHM_K_CMA];
 	tl->cma_threshold = v[SHM_K_CMA_THRESHOLD];
 	tl->cma_duplex = tl->cma_use == SHM_CMA_AUTO ? v[SHM_K_CMA_DUPLEX] : 0;
@@ -1902,6 +1897,36 @@ static void shm_tx_bulk_init(struct shm_conn *sc, const struct shm_tl *tl,
 	sc->bulk_min = size ? tl->bulk_min : UINT64_MAX;
 }
 
+/* A packet size knob as the payload of a full packet: at most a quarter
+ * of the ring (>= 4 packets in flight), header included (whole lines). */
+static uint64_t shm_chunk_payload(uint64_t chunk, uint64_t ring_size)
+{
+	return (chunk < ring_size / 4 ? chunk : ring_size / 4) - SHM_HDR;
+}
+
+/* The largest packets of a put and of a deferred put, from the knobs and
+ * the sizes of the peer's rings (its knobs may differ from mine).  The
+ * packets of a deferred put from bulk_min go to the bulk ring: a quarter
+ * of that ring caps them, as long as those under bulk_min fit a quarter
+ * of the main ring. */
+static void shm_tx_chunks(struct shm_conn *sc, const struct shm_tl *tl)
+{
+	uint64_t main_size = sc->tx[SHM_MAIN].size;
+	uint64_t deferred_ring = main_size;
+
+	if (sc->tx[SHM_BULK].size &&
+	    sc->bulk_min - 1 <= shm_chunk_payload(main_size, main_size))
+		deferred_ring = sc->tx[SHM_BULK].size;
+	sc->chunk = shm_chunk_payload(tl->chunk, main_size);
+	sc->chunk_deferred = shm_chunk_payload(tl->chunk_deferred,
+					       deferred_ring);
+	if (sc->chunk_deferred < sc->chunk)	/* one packet takes up to chunk */
+		sc->chunk_deferred = sc->chunk;
+	sc->one_pkt_max = sc->chunk;
+	if (tl->large_min <= sc->one_pkt_max)
+		sc->one_pkt_max = tl->large_min - 1;
+}
+
 static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 				 const struct shm_seg *peer_seg, int tx_slot,
 				 int rx_slot)
@@ -1915,9 +1940,7 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 			 shm_seg_line_ring(peer_seg, tx_slot),
 			 &sc->tx_ctrl->line_tail, ph->line_ring_size);
 	shm_tx_bulk_init(sc, tl, peer_seg, tx_slot);
-	sc->one_pkt_max = tl->chunk;
-	if (tl->large_min <= sc->one_pkt_max)
-		sc->one_pkt_max = tl->large_min - 1;
+	shm_tx_chunks(sc, tl);
 	sc->tx_seq = SHM_SEQ_FIRST;
 	sc->next_rndv_id = 1;
 	sc->rx_ctrl = shm_seg_ctrl(&tl->seg, rx_slot);

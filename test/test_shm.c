@@ -513,6 +513,65 @@ static int shm_deferred_chunk_floor(struct tst *t)
 	return dc_case(t, "512", DC_CHUNK);
 }
 
+/* The ring a deferred put's packets go to caps their size (a quarter of
+ * it; the knob asks for 8 KiB): with a 16 KiB bulk ring from 512 bytes,
+ * 4 KiB packets beside an 8 KiB main ring (a quarter: 2 KiB); with a
+ * 16 KiB main ring and a BULK_MIN above a quarter of it
+ * (packets under it stay in the main ring), or no bulk ring, a quarter of
+ * the main ring.  Deferred puts only, the reader reading nothing until
+ * all are in (no ring wraps and cuts a packet), then every byte. */
+static int dc_ring_case(struct tst *t, const char *ring, const char *bulk,
+			const char *bulk_min, size_t expect)
+{
+	const char *const env[] = { "RDMACH_SHM_CHUNK", "1K",
+				    "RDMACH_SHM_DEFERRED_CHUNK", "8K",
+				    "RDMACH_SHM_RING_SIZE", ring,
+				    "RDMACH_SHM_BULK_RING", bulk,
+				    "RDMACH_SHM_BULK_MIN", bulk_min,
+				    "RDMACH_SHM_CMA", "0", "RDMACH_SHM_PIPE",
+				    "0", NULL };
+	const size_t sizes[] = { expect - DC_HDR, expect - DC_HDR + 1,
+				 expect + 900 };
+	size_t len = 0, off = 0;
+	uint64_t seed;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	int ret = 0;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	for (size_t i = 0; i < 3; i++)
+		len += sizes[i];
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 1) {
+		ret = tst_barrier(t);
+		return ret ? ret : get_pieces(t, c, seed, len, 999);
+	}
+	buf = malloc(len);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, len, seed, 0);
+	for (size_t i = 0; i < 3 && !ret; i++) {
+		ret = dc_put(t, c, buf + off, sizes[i], 1, expect);
+		off += sizes[i];
+	}
+	free(buf);
+	return ret ? ret : tst_barrier(t);
+}
+
+static int shm_deferred_chunk_bulk(struct tst *t)
+{
+	return dc_ring_case(t, "8K", "16K", "512", 4096);
+}
+
+static int shm_deferred_chunk_main(struct tst *t)
+{
+	if (t->c->arg)		/* no bulk ring */
+		return dc_ring_case(t, "16K", "0", "512", 4096);
+	return dc_ring_case(t, "16K", "64K", "8K", 4096);
+}
+
 /* A deferred put whose reader dies: put_done fails with -ECONNRESET in
  * bounded time (the caller must not wait for its buffer for ever). */
 static int shm_deferred_death(struct tst *t)
@@ -1869,6 +1928,12 @@ static const struct tst_case shm_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_deferred_chunk_floor", 2, shm_deferred_chunk_floor,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_chunk_bulk", 2, shm_deferred_chunk_bulk,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_chunk_main", 2, shm_deferred_chunk_main,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_deferred_chunk_nobulk", 2, shm_deferred_chunk_main,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, "", { 0 } },
 	{ "shm_deferred_duplex", 2, shm_deferred_duplex,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_deferred_duplex_reused", 2, shm_deferred_duplex_reused,
