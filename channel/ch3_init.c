@@ -35,6 +35,9 @@ static int vc_attach(MPIDI_VC_t *vc, int rank)
 	vc->ch.rx_buf = MPL_malloc(MPIDI_CH3I_Rx_staging_size(), MPL_MEM_BUFFER);
 	vc->ch.rx_pos = vc->ch.rx_len = 0;
 	vc->ch.rx_ahead = MPIDI_CH3I_Rx_staging_size();
+	vc->ch.rx_in_place_min = MPIDI_CH3I_Rx_in_place_min();
+	vc->ch.rx_peek = 0;
+	vc->ch.rx_waited = 0;
 	if (!vc->ch.rx_pkt || !vc->ch.tx_pkt || !vc->ch.rx_buf)
 		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
 					    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);

@@ -8,7 +8,8 @@
 #include "core/knob.h"
 
 enum { CH3_K_YIELD_SPINS, CH3_K_SLEEP_US, CH3_K_SLEEP_AFTER_US,
-       CH3_K_WAKE_SLEEP_US, CH3_K_RX_STAGING, CH3_K_FAIL_GRACE, CH3_K_NUM };
+       CH3_K_WAKE_SLEEP_US, CH3_K_RX_STAGING, CH3_K_RX_IN_PLACE, CH3_K_FAIL_GRACE,
+       CH3_K_NUM };
 
 static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 	[CH3_K_YIELD_SPINS] = { "RDMACH_CH3_YIELD_SPINS", RDMACH_KNOB_UINT,
@@ -33,6 +34,12 @@ static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 		"bytes a VC reads ahead per get when it looks for the next "
 		"packet header (at least two CH3 packet headers; two headers' "
 		"worth after a packet that left at least this much to read)" },
+	[CH3_K_RX_IN_PLACE] = { "RDMACH_CH3_RX_IN_PLACE", RDMACH_KNOB_SIZE,
+		"512", 0, UINT64_MAX,
+		"after a message of at least this many bytes, a VC whose last "
+		"poll found nothing hands the next header and its payload to "
+		"CH3 where rdmach holds them (shm), without the staging buffer: "
+		"the payload is copied once (0: never)" },
 	[CH3_K_FAIL_GRACE] = { "RDMACH_CH3_FAIL_GRACE_MS", RDMACH_KNOB_UINT,
 		"1000", 0, 60000,
 		"after a connection fails (peer died, link down), wait this long "

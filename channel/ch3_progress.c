@@ -48,6 +48,22 @@
  *                              several small packets at once; payload
  *                              beyond it is read straight into the
  *                              receive buffer
+ *   RDMACH_CH3_RX_IN_PLACE     after a message of at least this many
+ *                              bytes (512; 0: never), a VC whose last poll
+ *                              found nothing hands the next header and its
+ *                              payload to CH3's handler where rdmach holds
+ *                              them (rdmach_peek), without the staging
+ *                              buffer: the payload is copied once, and
+ *                              the part beyond the staging buffer needs
+ *                              no second get (1 KiB received in place:
+ *                              1375 instructions instead of 1855;
+ *                              ping-pong latency at 2-16 KiB 0.87-0.94x).
+ *                              Small messages keep the staging buffer,
+ *                              where one get takes several (8 B in place:
+ *                              1141 instructions instead of 1124), and so
+ *                              does a reader that finds messages queued
+ *                              (in place, windows of 1-2 KiB messages
+ *                              came out 0.83-0.85x)
  * After a packet whose payload left at least that much to read beyond the
  * staged bytes, the next get reads only two headers' worth
  * (RX_AHEAD_LARGE), so that a stream of large messages has its payloads
@@ -71,6 +87,7 @@ static struct {
 	unsigned sleep_us;
 	uint64_t wake_sleep_us;
 	size_t rx_staging;
+	uint64_t rx_in_place;		/* RDMACH_CH3_RX_IN_PLACE, 0: never */
 	uint64_t fail_grace_ms;		/* RDMACH_CH3_FAIL_GRACE_MS */
 } idle_policy;
 
@@ -115,6 +132,8 @@ static int idle_policy_init(void)
 	if (!mpi_errno)
 		mpi_errno = knob_value("RDMACH_CH3_RX_STAGING", 1024, &staging);
 	if (!mpi_errno)
+		mpi_errno = knob_value("RDMACH_CH3_RX_IN_PLACE", 512, &idle_policy.rx_in_place);
+	if (!mpi_errno)
 		mpi_errno = knob_value("RDMACH_CH3_FAIL_GRACE_MS", 1000,
 				       &idle_policy.fail_grace_ms);
 	if (mpi_errno)
@@ -131,6 +150,11 @@ static int idle_policy_init(void)
 size_t MPIDI_CH3I_Rx_staging_size(void)
 {
 	return idle_policy.rx_staging;
+}
+
+uint64_t MPIDI_CH3I_Rx_in_place_min(void)
+{
+	return idle_policy.rx_in_place ? idle_policy.rx_in_place : UINT64_MAX;
 }
 
 static uint64_t now_ns(void)
@@ -445,10 +469,13 @@ static ssize_t staged_header(const MPIDI_CH3I_VC *vcch)
 	return unread < hdr_len ? 0 : (ssize_t) hdr_len;
 }
 
-/* A whole header is in the staging buffer: hand it to CH3's handler with
- * the staged bytes after it (the handler takes what it can use; handlers
- * copy what they keep of a header, as nemesis's cells are reused too). */
-static __attribute__((noinline)) int handle_packet(MPIDI_VC_t *vc, size_t hdr_len)
+/* Hand the header at buf (hdr_len bytes, avail with what follows it) to
+ * CH3's handler with the bytes after it; the handler takes what it can
+ * use (handlers copy what they keep of a header, as nemesis's cells are
+ * reused too).  *taken: header and payload bytes the handler took. */
+static inline __attribute__((always_inline)) int
+run_handler(MPIDI_VC_t *vc, const char *buf, size_t hdr_len, size_t avail,
+		       size_t *taken)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	MPIDI_CH3_Pkt_t *pkt;
@@ -456,24 +483,69 @@ static __attribute__((noinline)) int handle_packet(MPIDI_VC_t *vc, size_t hdr_le
 	intptr_t buflen;
 	int mpi_errno;
 
-	pkt = MPIDI_CH3I_Wire_unpack(vcch->rx_pkt, vcch->rx_buf + vcch->rx_pos, hdr_len);
-	vcch->rx_pos += hdr_len;
+	pkt = MPIDI_CH3I_Wire_unpack(vcch->rx_pkt, buf, hdr_len);
 	if (!pkt_handlers[pkt->type])
 		return corrupt_stream(vc);
-	buflen = (intptr_t) (vcch->rx_len - vcch->rx_pos);
-	mpi_errno = pkt_handlers[pkt->type](vc, pkt, vcch->rx_buf + vcch->rx_pos, &buflen, &rreq);
+	buflen = (intptr_t) (avail - hdr_len);
+	mpi_errno = pkt_handlers[pkt->type](vc, pkt, (void *) (buf + hdr_len), &buflen, &rreq);
 	if (mpi_errno)
 		return mpi_errno;
-	vcch->rx_pos += (size_t) buflen;
+	*taken = hdr_len + (size_t) buflen;
 	vcch->rx_ahead = idle_policy.rx_staging;
+	/* a request means more payload than was there: a large message */
+	vcch->rx_peek = (rreq ? UINT64_MAX - 1 : (uint64_t) buflen) >= vcch->rx_in_place_min;
+	vcch->rx_waited = 0;
 	if (rreq) {
 		rreq->dev.iov_offset = 0;
 		vcch->recv_active = rreq;
-		/* the staged bytes go to rreq first; what is left after them */
+		/* the bytes left after it go to rreq first; then the rest */
 		if (MPIDI_CH3I_Iov_bytes(rreq->dev.iov, rreq->dev.iov_count) >=
-		    vcch->rx_len - vcch->rx_pos + idle_policy.rx_staging)
+		    avail - *taken + idle_policy.rx_staging)
 			vcch->rx_ahead = RX_AHEAD_LARGE;
 	}
+	return MPI_SUCCESS;
+}
+
+/* A whole header is in the staging buffer: to its handler, with the
+ * staged bytes after it. */
+static __attribute__((noinline)) int handle_packet(MPIDI_VC_t *vc, size_t hdr_len)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	size_t taken;
+	int mpi_errno;
+
+	mpi_errno = run_handler(vc, vcch->rx_buf + vcch->rx_pos, hdr_len,
+				vcch->rx_len - vcch->rx_pos, &taken);
+	if (!mpi_errno)
+		vcch->rx_pos += taken;
+	return mpi_errno;
+}
+
+/* The next bytes lie in rdmach's memory (rdmach_peek: n at buf): a whole
+ * header there goes to its handler in place, which copies its payload
+ * once, into the receive buffer, instead of through the staging buffer.
+ * *handled = 0: not a whole header (cut by a packet's end): staging. */
+static __attribute__((noinline)) int handle_in_place(MPIDI_VC_t *vc, const char *buf,
+						     size_t n, int *handled)
+{
+	size_t hdr_len, taken;
+	int mpi_errno, rc;
+
+	*handled = 0;
+	if (n < MPIDI_CH3I_WIRE_MIN_HDR)
+		return MPI_SUCCESS;
+	hdr_len = MPIDI_CH3I_Wire_hdr_len(buf);
+	if (!hdr_len)
+		return corrupt_stream(vc);
+	if (hdr_len > n)
+		return MPI_SUCCESS;
+	mpi_errno = run_handler(vc, buf, hdr_len, n, &taken);
+	if (mpi_errno)
+		return mpi_errno;
+	rc = rdmach_consume(vc->ch.conn, taken);
+	if (rc < 0)
+		return MPIDI_CH3I_Rdma_error(vc, "get", rc);
+	*handled = 1;
 	return MPI_SUCCESS;
 }
 
@@ -557,8 +629,39 @@ static __attribute__((noinline)) int poll_recv_stream(MPIDI_VC_t *vc, int *progr
 	return mpi_errno;
 }
 
+/* Nothing staged, no payload expected: a header where rdmach holds it
+ * goes to its handler in place.  *done: nothing more to do for now. */
+static inline int recv_in_place(MPIDI_VC_t *vc, int *progressed, int *done)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+	const void *buf;
+	ssize_t n = rdmach_peek(vcch->conn, &buf);
+	int mpi_errno, handled;
+
+	*done = 0;
+	if (n <= 0) {
+		if (n == -EOPNOTSUPP) {
+			vcch->rx_in_place_min = UINT64_MAX;
+			vcch->rx_peek = 0;
+		}
+		else if (n == 0)
+			*done = 1;
+		else if (n != -ENOMSG)
+			return MPIDI_CH3I_Rdma_error(vc, "get", n);
+		return MPI_SUCCESS;
+	}
+	mpi_errno = handle_in_place(vc, buf, (size_t) n, &handled);
+	if (mpi_errno || !handled)
+		return mpi_errno;
+	*progressed = 1;
+	/* out if that was all the message: the waiter may be satisfied */
+	*done = !vcch->recv_active;
+	return MPI_SUCCESS;
+}
+
 /* The waiter's loop comes here for every peer: with nothing staged and no
- * payload expected, one get into the staging buffer and out. */
+ * payload expected, a header in place or one get into the staging buffer,
+ * and out. */
 static inline int poll_recv(MPIDI_VC_t *vc, int *progressed)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
@@ -567,10 +670,22 @@ static inline int poll_recv(MPIDI_VC_t *vc, int *progressed)
 	if (!vcch->recv_active && vcch->rx_pos == vcch->rx_len && !vcch->terminate_pending) {
 		ssize_t hdr_len;
 		size_t nb;
-		int mpi_errno = staging_refill(vc, &nb);
+		int mpi_errno;
 
-		if (mpi_errno || nb == 0)
+		if (vcch->rx_peek && vcch->rx_waited) {
+			int done;
+
+			mpi_errno = recv_in_place(vc, progressed, &done);
+			if (mpi_errno || done)
+				return mpi_errno;
+			if (vcch->recv_active)
+				return poll_recv_stream(vc, progressed, start_count);
+		}
+		mpi_errno = staging_refill(vc, &nb);
+		if (mpi_errno || nb == 0) {
+			vcch->rx_waited = 1;
 			return mpi_errno;
+		}
 		*progressed = 1;
 		/* the common arrival, a header alone (an 8-byte message): its
 		 * handler right here, and out if that was all */

@@ -174,6 +174,7 @@ static inline void MPIDI_CH3I_SendQ_dequeue(MPIDI_CH3I_VC *vcch)
 int MPIDI_CH3I_Progress_init(void);
 /* Bytes of a VC's receive staging buffer (RDMACH_CH3_RX_STAGING). */
 size_t MPIDI_CH3I_Rx_staging_size(void);
+uint64_t MPIDI_CH3I_Rx_in_place_min(void);
 /* Every VC is connected: build the poll list. */
 int MPIDI_CH3I_Progress_connected(void);
 int MPIDI_CH3I_Progress_finalize(void);

@@ -20,9 +20,10 @@ struct rdmach_conn;
 union MPIDI_CH3_Pkt;
 
 /* Per-VC channel state: a FIFO of requests still (partly) to be put, and
- * the receive side: bytes got ahead into a staging buffer (where headers
- * are framed and small payloads handed to CH3's handlers in place), and
- * the request whose iovec the rest of a payload is read into. */
+ * the receive side: headers and the payloads after them handed to CH3's
+ * handlers where rdmach holds them (rdmach_peek), or else got ahead into a
+ * staging buffer, and the request whose iovec the rest of a payload is
+ * read into. */
 typedef struct MPIDI_CH3I_VC {
 	struct MPIR_Request *sendq_head;
 	struct MPIR_Request *sendq_tail;
@@ -39,6 +40,12 @@ typedef struct MPIDI_CH3I_VC {
 	int terminate_pending;		/* CH3 closed the VC; sendq not empty */
 	int terminated;			/* closed: no longer polled */
 	size_t rx_ahead;		/* bytes the next refill reads up to */
+	uint64_t rx_in_place_min;	/* RDMACH_CH3_RX_IN_PLACE; UINT64_MAX
+					 * once rdmach_peek said -EOPNOTSUPP */
+	int rx_peek;			/* the last message had a payload of
+					 * rx_in_place_min bytes or more */
+	int rx_waited;			/* a poll found nothing since the
+					 * last packet */
 	/* Sends whose last bytes rdmach took by reference (the peer reads
 	 * them from the buffer): completed, in ticket order, once
 	 * rdmach_put_done reaches their ticket. */

@@ -78,6 +78,12 @@ progs() {
 	# at its end, several packets per get) over a 4 KiB shm ring
 	run mpi_exchange-np3-tiny-staging 300 env RDMACH_CH3_RX_STAGING=160 \
 		RDMACH_SHM_RING_SIZE=4096 mpiexec -n 3 "$bin/mpi_exchange" 1048576
+	# headers and their payloads read in place (rdmach_peek) after every
+	# message, headers cut at a 4 KiB ring's end going through staging
+	run mpi_exchange-np3-in-place 300 env RDMACH_CH3_RX_IN_PLACE=1 \
+		RDMACH_SHM_RING_SIZE=4096 mpiexec -n 3 "$bin/mpi_exchange" 1048576
+	[ -x "$bin/mpi_latency" ] && run mpi_latency-np2-verify-in-place 300 \
+		env RDMACH_CH3_RX_IN_PLACE=1 mpiexec -n 2 "$bin/mpi_latency" -m 1:64K -v
 	# every byte of windows of small sends into a 4 KiB ring (from 512 B
 	# an 8 KiB bulk ring), one way and both: sends that the full rings
 	# take only in part or not at all wait in the VC's queue (ch3_isend.c,

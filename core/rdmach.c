@@ -990,6 +990,42 @@ ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 						       total));
 }
 
+ssize_t rdmach_peek(rdmach_conn_t *conn, const void **buf)
+{
+	ssize_t n;
+
+	if (!conn || !buf)
+		return -EINVAL;
+	if (!core_conn_live(conn))
+		return -EBADF;
+	if (!conn->tl)
+		return -ENOTCONN;
+	if (conn->err)
+		return conn->err;
+	if (!conn->tl->ops->peek)
+		return -EOPNOTSUPP;
+	n = conn->tl->ops->peek(conn, buf);
+	if (n == 0 && __builtin_expect(conn->err != 0, 0))
+		n = conn->err;
+	return n;
+}
+
+int rdmach_consume(rdmach_conn_t *conn, size_t n)
+{
+	int ret;
+
+	if (!conn || !n)
+		return -EINVAL;
+	if (!core_conn_live(conn))
+		return -EBADF;
+	if (!conn->tl || !conn->tl->ops->consume)
+		return -EINVAL;
+	ret = conn->tl->ops->consume(conn, n);
+	if (!ret)
+		core_get_done(conn, (ssize_t)n);
+	return ret;
+}
+
 int rdmach_progress(rdmach_ctx_t *ctx)
 {
 	int t, ret;

@@ -52,6 +52,13 @@ struct rdmach_tl_ops {
 				const struct iovec *iov, int iovcnt,
 				size_t total, uint64_t *ticket);
 	int (*put_done)(struct rdmach_conn *conn, uint64_t *done);
+	/* Optional (NULL: rdmach_peek says -EOPNOTSUPP).  peek: the next
+	 * bytes of the stream where they lie, *buf and their count; 0 when
+	 * none have arrived; -ENOMSG when get must read what comes next (or
+	 * do its idle work first); or a negative errno.  consume: the first
+	 * n (1 .. peek's count) are read; 0 or -EINVAL. */
+	ssize_t (*peek)(struct rdmach_conn *conn, const void **buf);
+	int (*consume)(struct rdmach_conn *conn, size_t n);
 	int (*progress)(struct rdmach_tl *tl);
 	/* Idle waits (rdmach_wait_arm, rdmach_wait, rdmach_wake); NULL when
 	 * the transport's peers cannot end a sleep.  wait_arm: about to

@@ -178,6 +178,22 @@ RDMACH_API ssize_t rdmach_put_deferred(rdmach_conn_t *conn, const struct iovec *
                                        int iovcnt, uint64_t *ticket);
 RDMACH_API int rdmach_put_done(rdmach_conn_t *conn, uint64_t *done);
 
+/* Reading in place, for a caller that can use the bytes where they lie
+ * (an MPI channel handing a packet header and the payload after it to
+ * its handler, which copies the payload once, into the receive buffer):
+ * rdmach_peek returns how many of the next bytes of conn's stream lie
+ * contiguous in the transport's memory (> 0) with *buf pointing at them;
+ * 0 when nothing has arrived; -ENOMSG when what comes next must be read
+ * with rdmach_get (a large message's protocol, or the connection's idle
+ * work: a get then does it); -EOPNOTSUPP when the transport has no such
+ * bytes (ib); or a negative errno as get.  The bytes stay there, unread
+ * and unchanged (their space does not go back to the writer), until
+ * rdmach_consume(conn, n) reads the first n of them (1 .. the count peek
+ * returned; it counts as a get of n bytes) or a get reads them; puts and
+ * progress in between (a handler's reply) leave them alone. */
+RDMACH_API ssize_t rdmach_peek(rdmach_conn_t *conn, const void **buf);
+RDMACH_API int rdmach_consume(rdmach_conn_t *conn, size_t n);
+
 /* Advance every connection (completions, credit returns, acknowledgements)
  * without moving user data.  Returns 0 or the first connection error. */
 RDMACH_API int rdmach_progress(rdmach_ctx_t *ctx);

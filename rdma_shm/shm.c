@@ -1015,6 +1015,51 @@ static ssize_t shm_get(struct rdmach_conn *conn, const struct iovec *iov,
 	return 0;
 }
 
+/* rdmach_peek: the rest of the data packet at the head, where it lies.
+ * Idle work (space to give back, the periodic close and liveness check)
+ * is left to a get, -ENOMSG; so are control packets (large messages). */
+static ssize_t shm_peek(struct rdmach_conn *conn, const void **buf)
+{
+	struct shm_conn *sc = conn->priv;
+	uint64_t h;
+	struct shm_rx_ring *r = shm_rx_next(sc, &h);
+
+	if (r) {
+		if (shm_hdr_type(h) != RDMACH_PKT_DATA)
+			return -ENOMSG;
+		*buf = r->base + (r->head & r->mask) + SHM_HDR + sc->rx_off;
+		return (ssize_t)(shm_hdr_len(h) - sc->rx_off);
+	}
+	/* the get that follows counts this poll */
+	if (shm_rx_holds(sc) || (sc->rx_idle_polls + 1) % SHM_IDLE_POLLS == 0)
+		return -ENOMSG;
+	sc->rx_idle_polls++;
+	return 0;
+}
+
+/* rdmach_consume: n bytes of the packet shm_peek showed are read. */
+static int shm_consume(struct rdmach_conn *conn, size_t n)
+{
+	struct shm_conn *sc = conn->priv;
+	uint64_t h;
+	struct shm_rx_ring *r = shm_rx_next(sc, &h);
+	uint32_t len;
+
+	if (!r || shm_hdr_type(h) != RDMACH_PKT_DATA)
+		return -EINVAL;
+	len = shm_hdr_len(h);
+	if (n > len - sc->rx_off)
+		return -EINVAL;
+	sc->rx_off += n;
+	if (sc->rx_off == len) {
+		shm_rx_consume(sc, r, shm_pkt_span(len));
+		sc->conn->stats.packets_received++;
+		shm_rx_release_held_ring(sc, r);
+	}
+	shm_bell_ring(sc);	/* space for the writer */
+	return 0;
+}
+
 /* ---- send -------------------------------------------------------------- */
 
 /* Free bytes of ring r after a fresh look at the reader's tail. */
@@ -2214,6 +2259,8 @@ static const struct rdmach_tl_ops shm_ops = {
 	.get = shm_get,
 	.put_deferred = shm_put_deferred,
 	.put_done = shm_put_done,
+	.peek = shm_peek,
+	.consume = shm_consume,
 	.progress = shm_progress,
 	.wait_arm = shm_wait_arm,
 	.wait = shm_wait,

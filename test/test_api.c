@@ -30,6 +30,7 @@ static int api_bad_iov(struct tst *t)
 	struct iovec null_second[2] = { { buf, 4 }, { NULL, 4 } };
 	struct iovec ok = { buf, sizeof(buf) };
 	uint64_t ticket = 7, done = 7;
+	const void *peeked;
 	rdmach_stats_t st;
 
 	if (!c)
@@ -60,6 +61,10 @@ static int api_bad_iov(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_put_deferred(c, &null_base, 1, &ticket), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_put_deferred(c, &ok, -1, &ticket), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_put_deferred(NULL, &ok, 1, &ticket), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_peek(NULL, &peeked), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_peek(c, NULL), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_consume(NULL, 1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_consume(c, 0), -EINVAL);
 	TST_CHECK(t, ticket == 7, "a refused deferred put set its ticket");
 	TST_CHECK_EQ(t, rdmach_put_deferred(c, NULL, 0, &ticket), 0);
 	TST_CHECK(t, ticket == 0, "an empty deferred put left ticket %llu",
@@ -130,6 +135,7 @@ static int api_after_finalize(struct tst *t)
 	struct iovec iov = { buf, sizeof(buf) };
 	uint64_t ticket;
 	rdmach_stats_t st;
+	const void *peeked;
 
 	if (!c)
 		return -1;
@@ -139,6 +145,8 @@ static int api_after_finalize(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_get(c, &iov, 1), -EBADF);
 	TST_CHECK_EQ(t, rdmach_put_deferred(c, &iov, 1, &ticket), -EBADF);
 	TST_CHECK_EQ(t, rdmach_put_done(c, &ticket), -EBADF);
+	TST_CHECK_EQ(t, rdmach_peek(c, &peeked), -EBADF);
+	TST_CHECK_EQ(t, rdmach_consume(c, 1), -EBADF);
 	TST_CHECK_EQ(t, rdmach_conn_stats(c, &st), -EBADF);
 	TST_CHECK_EQ(t, rdmach_conn(old, 0, &c2), -EBADF);
 	TST_CHECK(t, c2 == API_SENTINEL, "rdmach_conn on a dead context "

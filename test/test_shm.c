@@ -1026,6 +1026,130 @@ out:
 	return ret ? ret : tst_barrier(t);
 }
 
+/* ---- reading in place (rdmach_peek / rdmach_consume) ------------------- */
+
+#define PEEK_STREAM (2u << 20)
+
+/* Reads of the stream in place, by random parts of what peek shows,
+ * mixed with gets of random sizes: every byte in order.  Copy-area
+ * messages (from 2 KiB) make peek say -ENOMSG (get reads them).  Bad
+ * calls fail with -EINVAL. */
+static int peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed)
+{
+	uint8_t *buf = malloc(PEEK_STREAM);
+	uint64_t rng = seed, t0 = rdmach_now_ns();
+	long peeked = 0, nomsg = 0;
+	size_t got = 0, bad;
+	const void *p;
+	ssize_t n;
+	int ret = 0;
+
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	TST_CHECK(t, rdmach_peek(c, NULL) == -EINVAL, "peek without buf");
+	TST_CHECK(t, rdmach_consume(c, 0) == -EINVAL, "consume of 0 bytes");
+	while (got < PEEK_STREAM && !ret) {
+		if (rdmach_now_ns() - t0 > tst_stall_ns()) {
+			ret = tst_fail(t, "stalled at %zu of %u", got, PEEK_STREAM);
+			break;
+		}
+		if (tst_rand(&rng) % 4 == 0) {
+			struct iovec iov = { buf + got, (size_t)tst_rand_range(
+				&rng, 1, PEEK_STREAM - got < 5000 ?
+				PEEK_STREAM - got : 5000) };
+
+			n = rdmach_get(c, &iov, 1);
+		} else {
+			n = rdmach_peek(c, &p);
+			if (n == -ENOMSG) {
+				struct iovec iov = { buf + got, PEEK_STREAM - got };
+
+				nomsg++;
+				n = rdmach_get(c, &iov, 1);
+			} else if (n > 0) {
+				size_t k = (size_t)tst_rand_range(&rng, 1, (uint64_t)n);
+
+				if (got + (size_t)n > PEEK_STREAM) {
+					ret = tst_fail(t, "peek shows %zd bytes at "
+						       "%zu of %u", n, got,
+						       PEEK_STREAM);
+					break;
+				}
+				peeked++;
+				if (peeked == 1 &&
+				    rdmach_consume(c, (size_t)n + 1) != -EINVAL)
+					ret = tst_fail(t, "consume beyond the "
+						       "peeked bytes");
+				memcpy(buf + got, p, k);
+				if (rdmach_consume(c, k))
+					ret = tst_fail(t, "consume of %zu", k);
+				n = (ssize_t)k;
+			}
+		}
+		if (n < 0)
+			ret = tst_fail(t, "read at %zu: %s", got,
+				       rdmach_strerror((int)n));
+		else
+			got += (size_t)n;
+	}
+	if (!ret) {
+		bad = tst_pat_check(buf, PEEK_STREAM, seed, 0);
+		TST_CHECK(t, bad == PEEK_STREAM, "byte %zu of %u differs", bad,
+			  PEEK_STREAM);
+	}
+	free(buf);
+	tst_log(t, "%ld reads in place, %ld -ENOMSG", peeked, nomsg);
+	TST_CHECK(t, !ret && peeked > 100 && nomsg > 0, "reads in place %ld, "
+		  "-ENOMSG %ld (both expected)", peeked, nomsg);
+	return tst_barrier(t);
+}
+
+static int shm_peek(struct tst *t)
+{
+	const char *const env[] = { "RDMACH_SHM_RING_SIZE", "4K",
+		"RDMACH_SHM_LINE_RING", "128", "RDMACH_SHM_BULK_RING", "16K",
+		"RDMACH_SHM_BULK_MIN", "512", "RDMACH_SHM_CHUNK", "1K",
+		"RDMACH_SHM_CMA", "0", "RDMACH_SHM_PIPE_THRESHOLD", "2K",
+		"RDMACH_SHM_PIPE_AREA", "8K", "RDMACH_SHM_PIPE_CHUNK", "2K",
+		NULL };
+	static const size_t sizes[] = { 1, 24, 56, 57, 100, 1000, 1017, 3000,
+					513, 2047, 9000, 7 };
+	const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+	uint64_t seed;
+	rdmach_conn_t *c;
+	uint8_t *buf;
+	size_t len = 0;
+	int err = 0, ret = 0;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 1)
+		return peek_reader(t, c, seed);
+	buf = malloc(PEEK_STREAM);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, PEEK_STREAM, seed, 0);
+	for (size_t i = 0; len < PEEK_STREAM && !err; i++) {
+		size_t n = sizes[(i * 5) % nsizes];
+		int64_t tk = 0;
+
+		if (n > PEEK_STREAM - len)
+			n = PEEK_STREAM - len;
+		if (i % 2)
+			tk = tst_put_deferred_whole(t, c, buf + len, n);
+		else
+			put_whole(t, c, buf + len, n, &err);
+		if (tk)
+			err = tk < 0 ? (int)tk : -EPROTO;
+		len += n;
+	}
+	free(buf);
+	TST_CHECK(t, !err, "put at %zu: %s", len, rdmach_strerror(err));
+	return tst_barrier(t);
+}
+
 /* ---- bulk ring (deferred packets of RDMACH_SHM_BULK_MIN bytes and up) --- */
 
 /* A 4 KiB main ring, a 16 KiB bulk ring from 512 bytes, packets of at most
@@ -1946,6 +2070,7 @@ static const struct tst_case shm_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_lap_guard", 2, shm_lap_guard, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
+	{ "shm_peek", 2, shm_peek, TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_bulk_ring", 2, shm_bulk_ring, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "shm_bulk_ring_off", 2, shm_bulk_ring, TST_NO_CTX | TST_LAUNCH_ONLY,
