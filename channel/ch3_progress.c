@@ -474,8 +474,7 @@ static ssize_t staged_header(const MPIDI_CH3I_VC *vcch)
  * use (handlers copy what they keep of a header, as nemesis's cells are
  * reused too).  *taken: header and payload bytes the handler took. */
 static inline __attribute__((always_inline)) int
-run_handler(MPIDI_VC_t *vc, const char *buf, size_t hdr_len, size_t avail,
-		       size_t *taken)
+run_handler(MPIDI_VC_t *vc, const char *buf, size_t hdr_len, size_t avail, size_t *taken)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
 	MPIDI_CH3_Pkt_t *pkt;
@@ -643,8 +642,7 @@ static inline int recv_in_place(MPIDI_VC_t *vc, int *progressed, int *done)
 		if (n == -EOPNOTSUPP) {
 			vcch->rx_in_place_min = UINT64_MAX;
 			vcch->rx_peek = 0;
-		}
-		else if (n == 0)
+		} else if (n == 0)
 			*done = 1;
 		else if (n != -ENOMSG)
 			return MPIDI_CH3I_Rdma_error(vc, "get", n);

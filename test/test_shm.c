@@ -463,15 +463,13 @@ static int dc_put(struct tst *t, rdmach_conn_t *c, const uint8_t *buf,
 	return 0;
 }
 
-/* RDMACH_SHM_DEFERRED_CHUNK=deferred: deferred puts in packets of at most
- * expect bytes. */
-static int dc_case(struct tst *t, const char *deferred, size_t expect)
+/* Puts of sizes[0..n), each a waiting one then a deferred one (only the
+ * deferred one with deferred_only), the reader reading nothing until all
+ * are in (no ring wraps and cuts a packet): deferred puts in packets of
+ * at most expect bytes, waiting ones of DC_CHUNK; then every byte. */
+static int dc_run(struct tst *t, const char *const *env, const size_t *sizes,
+		  size_t n, int deferred_only, size_t expect)
 {
-	const char *const env[] = { "RDMACH_SHM_CHUNK", "1K",
-				    "RDMACH_SHM_DEFERRED_CHUNK", deferred,
-				    "RDMACH_SHM_RING_SIZE", "64K",
-				    "RDMACH_SHM_CMA", "0", NULL };
-	const size_t n = sizeof(dc_sizes) / sizeof(dc_sizes[0]);
 	size_t len = 0, off = 0;
 	uint64_t seed;
 	rdmach_conn_t *c;
@@ -482,7 +480,7 @@ static int dc_case(struct tst *t, const char *deferred, size_t expect)
 	if (!c)
 		return ret;
 	for (size_t i = 0; i < n; i++)
-		len += 2 * dc_sizes[i];
+		len += (deferred_only ? 1 : 2) * sizes[i];
 	seed = tst_stream_seed(t, 0, 1);
 	if (t->rank == 1) {
 		ret = tst_barrier(t);
@@ -493,13 +491,26 @@ static int dc_case(struct tst *t, const char *deferred, size_t expect)
 		return tst_fail(t, "out of memory");
 	tst_pat_fill(buf, len, seed, 0);
 	ret = 0;
-	for (size_t i = 0; i < 2 * n && !ret; i++) {
-		ret = dc_put(t, c, buf + off, dc_sizes[i / 2], i % 2,
+	for (size_t i = deferred_only; off < len && !ret; i += 1 + deferred_only) {
+		ret = dc_put(t, c, buf + off, sizes[i / 2], i % 2,
 			     i % 2 ? expect : DC_CHUNK);
-		off += dc_sizes[i / 2];
+		off += sizes[i / 2];
 	}
 	free(buf);
 	return ret ? ret : tst_barrier(t);
+}
+
+/* RDMACH_SHM_DEFERRED_CHUNK=deferred: deferred puts in packets of at most
+ * expect bytes. */
+static int dc_case(struct tst *t, const char *deferred, size_t expect)
+{
+	const char *const env[] = { "RDMACH_SHM_CHUNK", "1K",
+				    "RDMACH_SHM_DEFERRED_CHUNK", deferred,
+				    "RDMACH_SHM_RING_SIZE", "64K",
+				    "RDMACH_SHM_CMA", "0", NULL };
+
+	return dc_run(t, env, dc_sizes, sizeof(dc_sizes) / sizeof(dc_sizes[0]),
+		      0, expect);
 }
 
 static int shm_deferred_chunk(struct tst *t)
@@ -518,8 +529,7 @@ static int shm_deferred_chunk_floor(struct tst *t)
  * 4 KiB packets beside an 8 KiB main ring (a quarter: 2 KiB); with a
  * 16 KiB main ring and a BULK_MIN above a quarter of it
  * (packets under it stay in the main ring), or no bulk ring, a quarter of
- * the main ring.  Deferred puts only, the reader reading nothing until
- * all are in (no ring wraps and cuts a packet), then every byte. */
+ * the main ring.  Deferred puts only. */
 static int dc_ring_case(struct tst *t, const char *ring, const char *bulk,
 			const char *bulk_min, size_t expect)
 {
@@ -532,32 +542,8 @@ static int dc_ring_case(struct tst *t, const char *ring, const char *bulk,
 				    "0", NULL };
 	const size_t sizes[] = { expect - DC_HDR, expect - DC_HDR + 1,
 				 expect + 900 };
-	size_t len = 0, off = 0;
-	uint64_t seed;
-	rdmach_conn_t *c;
-	uint8_t *buf;
-	int ret = 0;
 
-	c = connect_with(t, env, &ret);
-	if (!c)
-		return ret;
-	for (size_t i = 0; i < 3; i++)
-		len += sizes[i];
-	seed = tst_stream_seed(t, 0, 1);
-	if (t->rank == 1) {
-		ret = tst_barrier(t);
-		return ret ? ret : get_pieces(t, c, seed, len, 999);
-	}
-	buf = malloc(len);
-	if (!buf)
-		return tst_fail(t, "out of memory");
-	tst_pat_fill(buf, len, seed, 0);
-	for (size_t i = 0; i < 3 && !ret; i++) {
-		ret = dc_put(t, c, buf + off, sizes[i], 1, expect);
-		off += sizes[i];
-	}
-	free(buf);
-	return ret ? ret : tst_barrier(t);
+	return dc_run(t, env, sizes, 3, 1, expect);
 }
 
 static int shm_deferred_chunk_bulk(struct tst *t)
@@ -1026,6 +1012,35 @@ out:
 	return ret ? ret : tst_barrier(t);
 }
 
+/* buf[from, total) in puts of sizes[(i * stride) % nsizes] bytes, every
+ * `waiting`-th one a waiting put and the others deferred (none of them
+ * may be taken by reference): 0, or the failure. */
+static int put_mixed(struct tst *t, rdmach_conn_t *c, uint8_t *buf, size_t from,
+		     size_t total, const size_t *sizes, size_t nsizes,
+		     size_t stride, size_t waiting)
+{
+	size_t len = from;
+	int err = 0;
+
+	for (size_t i = 0; len < total; i++) {
+		size_t n = sizes[(i * stride) % nsizes];
+		int64_t tk = 0;
+
+		if (n > total - len)
+			n = total - len;
+		if (i % waiting)
+			tk = tst_put_deferred_whole(t, c, buf + len, n);
+		else
+			put_whole(t, c, buf + len, n, &err);
+		if (tk || err)
+			return tst_fail(t, "put %zu of %zu bytes at %zu: ticket "
+					"%lld, %s", i, n, len, (long long)tk,
+					rdmach_strerror(err));
+		len += n;
+	}
+	return 0;
+}
+
 /* ---- reading in place (rdmach_peek / rdmach_consume) ------------------- */
 
 #define PEEK_STREAM (2u << 20)
@@ -1118,8 +1133,7 @@ static int shm_peek(struct tst *t)
 	uint64_t seed;
 	rdmach_conn_t *c;
 	uint8_t *buf;
-	size_t len = 0;
-	int err = 0, ret = 0;
+	int ret = 0;
 
 	c = connect_with(t, env, &ret);
 	if (!c)
@@ -1131,23 +1145,9 @@ static int shm_peek(struct tst *t)
 	if (!buf)
 		return tst_fail(t, "out of memory");
 	tst_pat_fill(buf, PEEK_STREAM, seed, 0);
-	for (size_t i = 0; len < PEEK_STREAM && !err; i++) {
-		size_t n = sizes[(i * 5) % nsizes];
-		int64_t tk = 0;
-
-		if (n > PEEK_STREAM - len)
-			n = PEEK_STREAM - len;
-		if (i % 2)
-			tk = tst_put_deferred_whole(t, c, buf + len, n);
-		else
-			put_whole(t, c, buf + len, n, &err);
-		if (tk)
-			err = tk < 0 ? (int)tk : -EPROTO;
-		len += n;
-	}
+	ret = put_mixed(t, c, buf, 0, PEEK_STREAM, sizes, nsizes, 5, 2);
 	free(buf);
-	TST_CHECK(t, !err, "put at %zu: %s", len, rdmach_strerror(err));
-	return tst_barrier(t);
+	return ret ? ret : tst_barrier(t);
 }
 
 /* ---- bulk ring (deferred packets of RDMACH_SHM_BULK_MIN bytes and up) --- */
@@ -1240,22 +1240,8 @@ static int shm_bulk_ring(struct tst *t)
 		  waiting, in_main, small, big, BULK_PUT, in_bulk);
 	if (tst_barrier(t))
 		ret = -1;
-	for (size_t i = 0; len < BULK_STREAM && !ret; i++) {
-		size_t n = sizes[(i * 7) % nsizes];
-		int64_t tk = 0;
-
-		if (n > BULK_STREAM - len)
-			n = BULK_STREAM - len;
-		if (i % 3)
-			tk = tst_put_deferred_whole(t, c, buf + len, n);
-		else
-			put_whole(t, c, buf + len, n, &err);
-		if (tk || err)
-			ret = tst_fail(t, "put %zu of %zu bytes at %zu: ticket "
-				       "%lld, %s", i, n, len, (long long)tk,
-				       rdmach_strerror(err));
-		len += n;
-	}
+	if (!ret)
+		ret = put_mixed(t, c, buf, len, BULK_STREAM, sizes, nsizes, 7, 3);
 	free(buf);
 	return ret ? ret : tst_barrier(t);
 }
