@@ -846,6 +846,66 @@ ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
 	return ib_get_idle(ic);
 }
 
+/* The data packet at the ring head for reading in place: 1 and *pkt set,
+ * 0 if none (an empty ring, a control packet, or work a get must do
+ * first: superpipeline chunks to post); its credit is taken as a get
+ * takes it. */
+static int ib_peek_pkt(struct ib_conn *ic, struct ring_pkt *pkt)
+{
+	if (ib_sp_unposted(&ic->sp) ||
+	    ring_rx_peek(&ic->rx, 1, pkt) != 1 || pkt->type != RDMACH_PKT_DATA)
+		return 0;
+	if (pkt->credit && ib_credit_in(ic, pkt->credit))
+		return 0;	/* the connection failed: the next call says so */
+	return 1;
+}
+
+/* rdmach_peek: the rest of the data packet at the head, where it lies in
+ * the ring.  Idle work (credits, the peer's finalize, liveness) and every
+ * packet but data (large messages) are left to a get, -ENOMSG.  Basic
+ * mode has no arrival flags to read a packet by. */
+ssize_t ib_ep_peek(struct rdmach_conn *conn, const void **buf)
+{
+	struct ib_conn *ic = conn->priv;
+	struct ib_tl *tl = ic->tl;
+	struct ring_pkt pkt;
+
+	if (tl->mode == RING_MODE_BASIC)
+		return -EOPNOTSUPP;
+	if (tl->sig_inflight || ++tl->cq_skips % IB_CQ_IDLE_POLLS == 0)
+		ib_iface_poll(tl);
+	if (!ring_rx_head_arrived(&ic->rx)) {
+		/* the get that follows counts this poll */
+		if ((ic->idle_gets + 1) % IB_IDLE_GETS == 0)
+			return -ENOMSG;
+		ic->idle_gets++;
+		return 0;
+	}
+	if (!ib_peek_pkt(ic, &pkt))
+		return -ENOMSG;
+	*buf = pkt.payload + ic->rx.off;
+	return (ssize_t)(pkt.len - ic->rx.off);
+}
+
+/* rdmach_consume: n bytes of the packet ib_ep_peek showed are read. */
+int ib_ep_consume(struct rdmach_conn *conn, size_t n)
+{
+	struct ib_conn *ic = conn->priv;
+	struct ring_pkt pkt;
+
+	if (ic->tl->mode == RING_MODE_BASIC || !ib_peek_pkt(ic, &pkt) ||
+	    n > pkt.len - ic->rx.off)
+		return -EINVAL;
+	ic->rx.off += (uint32_t)n;
+	if (ic->rx.off == pkt.len) {
+		ring_rx_consume(&ic->rx, &pkt);
+		conn->stats.packets_received++;
+	}
+	ib_activity(ic);
+	ib_credit_out(ic);
+	return 0;
+}
+
 void ib_ep_progress(struct ib_conn *ic)
 {
 	if (ic->broken || ib_take_credit(ic, 1))

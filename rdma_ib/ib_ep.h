@@ -114,6 +114,9 @@ ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
 ssize_t ib_ep_put_deferred(struct rdmach_conn *conn, const struct iovec *iov,
 			   int iovcnt, size_t total, uint64_t *ticket);
 int ib_ep_put_done(struct rdmach_conn *conn, uint64_t *done);
+/* peek / consume (reading in place, include/rdmach.h). */
+ssize_t ib_ep_peek(struct rdmach_conn *conn, const void **buf);
+int ib_ep_consume(struct rdmach_conn *conn, size_t n);
 
 /* Credits both ways and liveness, without moving data. */
 void ib_ep_progress(struct ib_conn *ic);

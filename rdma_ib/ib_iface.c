@@ -475,6 +475,8 @@ static const struct rdmach_tl_ops ib_ops = {
 	.get = ib_ep_get,
 	.put_deferred = ib_ep_put_deferred,
 	.put_done = ib_ep_put_done,
+	.peek = ib_ep_peek,
+	.consume = ib_ep_consume,
 	.progress = ib_progress,
 	.close = ib_close,
 };

@@ -5,8 +5,9 @@
 # usage: test/run-cluster.sh [smoke|full] [build-dir]     (default: smoke)
 #   smoke  one boot of 2 VMs: the conformance suite with 4 ranks (2 per VM:
 #          shm and ib in one run), byte-checked all-pairs streams with the
-#          transport of each pair checked (shm on a host, ib across), and
-#          cpi on MPICH ch3:rdma (if PREFIX has it)
+#          transport of each pair checked (shm on a host, ib across),
+#          cpi on MPICH ch3:rdma (if PREFIX has it) and mpi_exchange with
+#          every message read in place from rdma_ib's ring
 #   full   `make check-cluster`: three boots
 #          A  2 VMs: conformance, streams, knobs that differ between
 #             hosts, a host without an RDMA device, MPI programs (cpi, Fortran,
@@ -191,6 +192,15 @@ if [ "${1:-}" = --inner ]; then
 			 ) && grep -q 'pi is approximately' "$L/cpi.log" &&
 				ok "cpi, 4 ranks on 2 VMs (MPICH ch3:rdma)" ||
 				bad cpi "$(tail -n 3 "$L/cpi.log" | tr '\n' ' ')"
+			# every header and payload read in place (rdmach_peek)
+			# from rdma_ib's ring, one rank per VM, bytes checked
+			(mpich_path
+			 mpx 300 "$L/in-place.log" -f "$HF" -n 2 \
+				-genv RDMACH_CH3_RX_IN_PLACE 1 \
+				"$MPIBIN/mpi_exchange" 262144
+			 ) && grep -q 'No Errors' "$L/in-place.log" &&
+				ok "mpi_exchange read in place over ib, 1 rank per VM (${SECS%.*} s)" ||
+				bad in-place "$(tail -n 3 "$L/in-place.log" | tr '\n' ' ')"
 		else
 			skip cpi "no MPICH ch3:rdma in $PREFIX (make mpich)"
 		fi

@@ -2,7 +2,8 @@
  * test_ib_modes.c - rdma_ib specifics over a real device (Soft-RoCE VM or
  * native): every RDMACH_IB_MODE moves data byte-exact, the chunk schedule
  * and ring-end cuts at awkward sizes, delayed versus eager tail updates
- * (counted), and the pipelined path being taken.  Skips without a device.
+ * (counted), the pipelined path being taken, and reading in place in
+ * each mode.  Skips without a device.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,47 @@ static int ibt_credits(struct tst *t)
 	return 0;
 }
 
+/* Reading in place (rdmach_peek / rdmach_consume, tst_peek_reader) of
+ * small messages, wrapping the ring every few of them; basic mode has no
+ * peek (-EOPNOTSUPP, read by gets). */
+static int ibt_peek(struct tst *t)
+{
+	static const size_t sizes[] = { 1, 24, 57, 1000, 3000, 513, 2000, 7,
+					100, 1500, 64, 4000 };
+	const struct ib_case *ic = t->c->arg;
+	struct tst_shape sh = { .min_pieces = 1, .max_pieces = 2,
+				.sizes = sizes,
+				.nsizes = (int)(sizeof(sizes) / sizeof(sizes[0])) };
+	uint64_t total = tst_scaled(2u << 20, 512u << 10);
+	uint64_t seed = tst_seed(8, 0, 1);
+	long in_place, nomsg;
+	struct tst_stream s;
+	rdmach_conn_t *c;
+	int ret = ibt_connect(t, ic);
+
+	if (ret)
+		return ret;
+	c = tst_conn(t, 1 - t->rank);
+	if (!c)
+		return -1;
+	if (t->rank == 0) {
+		tst_stream_init(&s, c, 1, 1, seed, total, &sh);
+		ret = tst_run(t, &s, 1);
+		tst_stream_free(&s);
+		return ret;
+	}
+	ret = tst_peek_reader(t, c, seed, total, &in_place, &nomsg);
+	if (ret)
+		return ret;
+	if (!strcmp(ic->mode, "basic"))
+		TST_CHECK(t, in_place == -1, "basic mode: %ld reads in place",
+			  in_place);
+	else	/* some 600 messages at the least volume */
+		TST_CHECK(t, in_place >= 100, "%s mode: only %ld reads in "
+			  "place", ic->mode, in_place);
+	return 0;
+}
+
 static const struct ib_case c_basic = { "basic", "64K", "16K", 0, 1, 200000 };
 static const struct ib_case c_piggy = { "piggyback", "64K", "16K", 0, 1,
 					200000 };
@@ -152,6 +194,9 @@ static const struct tst_case cases[] = {
 	{ "ib_chunk_boundaries", 2, ibt_chunks, TST_NO_CTX, &c_chunks, { 0 } },
 	{ "ib_chunk_boundaries_piggyback", 2, ibt_chunks, TST_NO_CTX,
 	  &c_chunks_p, { 0 } },
+	{ "ib_peek_basic", 2, ibt_peek, TST_NO_CTX, &c_basic, { 0 } },
+	{ "ib_peek_piggyback", 2, ibt_peek, TST_NO_CTX, &c_chunks_p, { 0 } },
+	{ "ib_peek_tiny_ring", 2, ibt_peek, TST_NO_CTX, &c_tiny, { 0 } },
 	{ "ib_credits_delayed", 2, ibt_credits, TST_NO_CTX, &c_cred_d, { 0 } },
 	{ "ib_credits_eager", 2, ibt_credits, TST_NO_CTX, &c_cred_e, { 0 } },
 };

@@ -1045,80 +1045,9 @@ static int put_mixed(struct tst *t, rdmach_conn_t *c, uint8_t *buf, size_t from,
 
 #define PEEK_STREAM (2u << 20)
 
-/* Reads of the stream in place, by random parts of what peek shows,
- * mixed with gets of random sizes: every byte in order.  Copy-area
- * messages (from 2 KiB) make peek say -ENOMSG (get reads them).  Bad
- * calls fail with -EINVAL. */
-static int peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed)
-{
-	uint8_t *buf = malloc(PEEK_STREAM);
-	uint64_t rng = seed, t0 = rdmach_now_ns();
-	long peeked = 0, nomsg = 0;
-	size_t got = 0, bad;
-	const void *p;
-	ssize_t n;
-	int ret = 0;
-
-	if (!buf)
-		return tst_fail(t, "out of memory");
-	TST_CHECK(t, rdmach_peek(c, NULL) == -EINVAL, "peek without buf");
-	TST_CHECK(t, rdmach_consume(c, 0) == -EINVAL, "consume of 0 bytes");
-	while (got < PEEK_STREAM && !ret) {
-		if (rdmach_now_ns() - t0 > tst_stall_ns()) {
-			ret = tst_fail(t, "stalled at %zu of %u", got, PEEK_STREAM);
-			break;
-		}
-		if (tst_rand(&rng) % 4 == 0) {
-			struct iovec iov = { buf + got, (size_t)tst_rand_range(
-				&rng, 1, PEEK_STREAM - got < 5000 ?
-				PEEK_STREAM - got : 5000) };
-
-			n = rdmach_get(c, &iov, 1);
-		} else {
-			n = rdmach_peek(c, &p);
-			if (n == -ENOMSG) {
-				struct iovec iov = { buf + got, PEEK_STREAM - got };
-
-				nomsg++;
-				n = rdmach_get(c, &iov, 1);
-			} else if (n > 0) {
-				size_t k = (size_t)tst_rand_range(&rng, 1, (uint64_t)n);
-
-				if (got + (size_t)n > PEEK_STREAM) {
-					ret = tst_fail(t, "peek shows %zd bytes at "
-						       "%zu of %u", n, got,
-						       PEEK_STREAM);
-					break;
-				}
-				peeked++;
-				if (peeked == 1 &&
-				    rdmach_consume(c, (size_t)n + 1) != -EINVAL)
-					ret = tst_fail(t, "consume beyond the "
-						       "peeked bytes");
-				memcpy(buf + got, p, k);
-				if (rdmach_consume(c, k))
-					ret = tst_fail(t, "consume of %zu", k);
-				n = (ssize_t)k;
-			}
-		}
-		if (n < 0)
-			ret = tst_fail(t, "read at %zu: %s", got,
-				       rdmach_strerror((int)n));
-		else
-			got += (size_t)n;
-	}
-	if (!ret) {
-		bad = tst_pat_check(buf, PEEK_STREAM, seed, 0);
-		TST_CHECK(t, bad == PEEK_STREAM, "byte %zu of %u differs", bad,
-			  PEEK_STREAM);
-	}
-	free(buf);
-	tst_log(t, "%ld reads in place, %ld -ENOMSG", peeked, nomsg);
-	TST_CHECK(t, !ret && peeked > 100 && nomsg > 0, "reads in place %ld, "
-		  "-ENOMSG %ld (both expected)", peeked, nomsg);
-	return tst_barrier(t);
-}
-
+/* tst_peek_reader over rings of a few KiB (wrapping every few messages),
+ * from waiting and deferred puts that land in all three rings and the
+ * copy area. */
 static int shm_peek(struct tst *t)
 {
 	const char *const env[] = { "RDMACH_SHM_RING_SIZE", "4K",
@@ -1139,8 +1068,18 @@ static int shm_peek(struct tst *t)
 	if (!c)
 		return ret;
 	seed = tst_stream_seed(t, 0, 1);
-	if (t->rank == 1)
-		return peek_reader(t, c, seed);
+	if (t->rank == 1) {
+		long in_place, nomsg;
+
+		ret = tst_peek_reader(t, c, seed, PEEK_STREAM, &in_place,
+				      &nomsg);
+		if (ret)
+			return ret;
+		/* copy-area messages (from 2 KiB) make peek say -ENOMSG */
+		TST_CHECK(t, in_place > 100 && nomsg > 0, "reads in place "
+			  "%ld, -ENOMSG %ld (both expected)", in_place, nomsg);
+		return tst_barrier(t);
+	}
 	buf = malloc(PEEK_STREAM);
 	if (!buf)
 		return tst_fail(t, "out of memory");

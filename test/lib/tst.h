@@ -288,6 +288,15 @@ int tst_put_deferred_burst(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
  * travels through the ring ahead of the rendezvous, and the get stops
  * there), then the payload by a get of its own, in one zero-copy read;
  * every byte is checked.  0 or -1. */
+/* Read total bytes of the pattern keyed by seed from c in place: random
+ * parts of what rdmach_peek shows, consumed, mixed with gets of random
+ * sizes (a get also whenever peek says -ENOMSG); every byte checked, and
+ * the bad calls (NULL, consume of 0 or beyond the peeked bytes) must say
+ * -EINVAL.  *in_place and *nomsg count the reads in place and the
+ * -ENOMSG answers; a transport without peek (-EOPNOTSUPP) is read by
+ * gets, *in_place = -1.  0 or -1. */
+int tst_peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+		    size_t total, long *in_place, long *nomsg);
 #define TST_RNDV_HEAD_MSGS 6
 int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 			size_t payload);

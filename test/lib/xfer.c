@@ -601,3 +601,89 @@ int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 	free(buf);
 	return ret;
 }
+
+/* ---- reading in place ----------------------------------------------------- */
+
+#define PEEK_GET 5000		/* largest get of tst_peek_reader */
+
+/* One read in place of a random part of what peek shows at buf[got]:
+ * *n set to the bytes read, 0, or peek's negative errno (-ENOMSG,
+ * -EOPNOTSUPP: the caller gets instead); the first read also tries
+ * consume beyond the peek.  0 or -1 (failed). */
+static int peek_read(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
+		     size_t got, size_t total, uint64_t *rng, long *in_place,
+		     ssize_t *n)
+{
+	const void *p;
+	size_t k;
+
+	*n = rdmach_peek(c, &p);
+	if (*n <= 0)
+		return 0;
+	if (got + (size_t)*n > total)
+		return tst_fail(t, "peek shows %zd bytes at %zu of %zu", *n,
+				got, total);
+	k = (size_t)tst_rand_range(rng, 1, (uint64_t)*n);
+	if (!(*in_place)++ && rdmach_consume(c, (size_t)*n + 1) != -EINVAL)
+		return tst_fail(t, "consume beyond the peeked bytes");
+	memcpy(buf + got, p, k);
+	if (rdmach_consume(c, k))
+		return tst_fail(t, "consume of %zu", k);
+	*n = (ssize_t)k;
+	return 0;
+}
+
+int tst_peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+		    size_t total, long *in_place, long *nomsg)
+{
+	uint8_t *buf = malloc(total);
+	uint64_t rng = seed, t0 = rdmach_now_ns();
+	int unsupported = 0, ret = 0;
+	size_t got = 0, bad;
+
+	*in_place = *nomsg = 0;
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	if (rdmach_peek(c, NULL) != -EINVAL || rdmach_consume(c, 0) != -EINVAL)
+		ret = tst_fail(t, "peek without buf or consume of 0 bytes "
+			       "accepted");
+	while (got < total && !ret) {
+		size_t room = total - got;
+		ssize_t n = -ENOMSG;
+
+		if (rdmach_now_ns() - t0 > tst_stall_ns()) {
+			ret = tst_fail(t, "stalled at %zu of %zu", got, total);
+			break;
+		}
+		if (!unsupported && tst_rand(&rng) % 4) {
+			ret = peek_read(t, c, buf, got, total, &rng, in_place,
+					&n);
+			if (ret)
+				break;
+			unsupported = n == -EOPNOTSUPP;
+			*nomsg += n == -ENOMSG;
+		}
+		if (n == -ENOMSG || n == -EOPNOTSUPP) {
+			/* small gets leave packets for peek to show */
+			struct iovec iov = { buf + got, (size_t)tst_rand_range(
+				&rng, 1, room < PEEK_GET ? room : PEEK_GET) };
+
+			n = rdmach_get(c, &iov, 1);
+		}
+		if (n < 0)
+			ret = tst_fail(t, "read at %zu: %s", got,
+				       rdmach_strerror((int)n));
+		else
+			got += (size_t)n;
+	}
+	if (!ret) {
+		bad = tst_pat_check(buf, total, seed, 0);
+		if (bad != total)
+			ret = tst_fail(t, "byte %zu of %zu differs", bad, total);
+	}
+	free(buf);
+	if (unsupported)
+		*in_place = -1;
+	tst_log(t, "%ld reads in place, %ld -ENOMSG", *in_place, *nomsg);
+	return ret;
+}
