@@ -846,22 +846,17 @@ ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
 	return ib_get_idle(ic);
 }
 
-/* The data packet at the ring head for reading in place: 1 and *pkt set,
- * 0 if none (an empty ring, a control packet, or work a get must do
- * first: superpipeline chunks to post); its credit is taken as a get
- * takes it. */
+/* The data packet at the ring head, for reading in place: 1 and *pkt
+ * set, 0 if there is none (not arrived, or a control packet). */
 static int ib_peek_pkt(struct ib_conn *ic, struct ring_pkt *pkt)
 {
-	if (ib_sp_unposted(&ic->sp) ||
-	    ring_rx_peek(&ic->rx, 1, pkt) != 1 || pkt->type != RDMACH_PKT_DATA)
-		return 0;
-	if (pkt->credit && ib_credit_in(ic, pkt->credit))
-		return 0;	/* the connection failed: the next call says so */
-	return 1;
+	return ring_rx_peek(&ic->rx, 1, pkt) == 1 &&
+	       pkt->type == RDMACH_PKT_DATA;
 }
 
 /* rdmach_peek: the rest of the data packet at the head, where it lies in
- * the ring.  Idle work (credits, the peer's finalize, liveness) and every
+ * the ring; its credit is taken as a get takes it.  Idle work (credits,
+ * the peer's finalize, liveness; superpipeline chunks to post) and every
  * packet but data (large messages) are left to a get, -ENOMSG.  Basic
  * mode has no arrival flags to read a packet by. */
 ssize_t ib_ep_peek(struct rdmach_conn *conn, const void **buf)
@@ -881,13 +876,16 @@ ssize_t ib_ep_peek(struct rdmach_conn *conn, const void **buf)
 		ic->idle_gets++;
 		return 0;
 	}
-	if (!ib_peek_pkt(ic, &pkt))
+	if (ib_sp_unposted(&ic->sp) || !ib_peek_pkt(ic, &pkt))
 		return -ENOMSG;
+	if (pkt.credit && ib_credit_in(ic, pkt.credit))
+		return -EPROTO;
 	*buf = pkt.payload + ic->rx.off;
 	return (ssize_t)(pkt.len - ic->rx.off);
 }
 
-/* rdmach_consume: n bytes of the packet ib_ep_peek showed are read. */
+/* rdmach_consume: n bytes of the packet ib_ep_peek showed are read (puts
+ * in between, a handler's reply, leave the receive ring alone). */
 int ib_ep_consume(struct rdmach_conn *conn, size_t n)
 {
 	struct ib_conn *ic = conn->priv;

@@ -466,37 +466,24 @@ static int conf_finalize_both_unread(struct tst *t)
  * packets and, at the defaults, every large-message protocol: shm's copy
  * area from 32 KiB and CMA from 256 KiB, ib's zero-copy from 64 KiB,
  * which peek must leave to get) by peek / consume mixed with gets, every
- * byte checked (tst_peek_reader).  A transport without peek is read by
- * gets and the case skips. */
+ * byte checked, with puts back to rank 0 between peeks and their
+ * consumes (tst_peek_pair).  A transport without peek is read by gets
+ * and the case skips. */
 static int conf_read_in_place(struct tst *t)
 {
 	static const size_t sizes[] = { 1, 24, 57, 1000, 3000, 513, 9000, 7,
 					40000, 100, 64, 4096, 200, 1500, 8,
 					70000, 33, 600, 2048, 56, 300000, 120,
 					777, 16 };
-	struct tst_shape sh = { .min_pieces = 1, .max_pieces = 2,
-				.sizes = sizes,
-				.nsizes = (int)(sizeof(sizes) / sizeof(sizes[0])) };
 	uint64_t total = tst_scaled(8u << 20, 2u << 20);
-	uint64_t seed = tst_stream_seed(t, 0, 1);
-	long in_place, nomsg;
-	struct tst_stream s;
-	rdmach_conn_t *c;
+	long in_place;
 	int ret;
 
 	if (t->size < 2)
 		return tst_skip(t, "needs 2 processes");
-	c = tst_conn(t, 1 - t->rank);
-	if (!c)
-		return -1;
-	if (t->rank == 0) {
-		tst_stream_init(&s, c, 1, 1, seed, total, &sh);
-		ret = tst_run(t, &s, 1);
-		tst_stream_free(&s);
-		return ret;
-	}
-	ret = tst_peek_reader(t, c, seed, total, &in_place, &nomsg);
-	if (ret)
+	ret = tst_peek_pair(t, sizes, (int)(sizeof(sizes) / sizeof(sizes[0])),
+			    total, total / 8, &in_place);
+	if (ret || t->rank == 0)
 		return ret;
 	if (in_place < 0)
 		return tst_skip(t, "the transport has no rdmach_peek");

@@ -134,37 +134,24 @@ static int ibt_credits(struct tst *t)
 	return 0;
 }
 
-/* Reading in place (rdmach_peek / rdmach_consume, tst_peek_reader) of
- * small messages, wrapping the ring every few of them; basic mode has no
- * peek (-EOPNOTSUPP, read by gets). */
+/* Reading in place (rdmach_peek / rdmach_consume, tst_peek_pair) of
+ * small messages, wrapping the ring every few of them, with replies put
+ * between peeks and consumes; basic mode has no peek (-EOPNOTSUPP, read
+ * by gets). */
 static int ibt_peek(struct tst *t)
 {
 	static const size_t sizes[] = { 1, 24, 57, 1000, 3000, 513, 2000, 7,
 					100, 1500, 64, 4000 };
 	const struct ib_case *ic = t->c->arg;
-	struct tst_shape sh = { .min_pieces = 1, .max_pieces = 2,
-				.sizes = sizes,
-				.nsizes = (int)(sizeof(sizes) / sizeof(sizes[0])) };
 	uint64_t total = tst_scaled(2u << 20, 512u << 10);
-	uint64_t seed = tst_seed(8, 0, 1);
-	long in_place, nomsg;
-	struct tst_stream s;
-	rdmach_conn_t *c;
+	long in_place;
 	int ret = ibt_connect(t, ic);
 
 	if (ret)
 		return ret;
-	c = tst_conn(t, 1 - t->rank);
-	if (!c)
-		return -1;
-	if (t->rank == 0) {
-		tst_stream_init(&s, c, 1, 1, seed, total, &sh);
-		ret = tst_run(t, &s, 1);
-		tst_stream_free(&s);
-		return ret;
-	}
-	ret = tst_peek_reader(t, c, seed, total, &in_place, &nomsg);
-	if (ret)
+	ret = tst_peek_pair(t, sizes, (int)(sizeof(sizes) / sizeof(sizes[0])),
+			    total, total / 8, &in_place);
+	if (ret || t->rank == 0)
 		return ret;
 	if (!strcmp(ic->mode, "basic"))
 		TST_CHECK(t, in_place == -1, "basic mode: %ld reads in place",

@@ -1071,7 +1071,7 @@ static int shm_peek(struct tst *t)
 	if (t->rank == 1) {
 		long in_place, nomsg;
 
-		ret = tst_peek_reader(t, c, seed, PEEK_STREAM, &in_place,
+		ret = tst_peek_reader(t, c, seed, PEEK_STREAM, NULL, &in_place,
 				      &nomsg);
 		if (ret)
 			return ret;

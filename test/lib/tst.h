@@ -288,17 +288,28 @@ int tst_put_deferred_burst(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
  * travels through the ring ahead of the rendezvous, and the get stops
  * there), then the payload by a get of its own, in one zero-copy read;
  * every byte is checked.  0 or -1. */
+#define TST_RNDV_HEAD_MSGS 6
+int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
+			size_t payload);
+
 /* Read total bytes of the pattern keyed by seed from c in place: random
  * parts of what rdmach_peek shows, consumed, mixed with gets of random
  * sizes (a get also whenever peek says -ENOMSG); every byte checked, and
  * the bad calls (NULL, consume of 0 or beyond the peeked bytes) must say
- * -EINVAL.  *in_place and *nomsg count the reads in place and the
- * -ENOMSG answers; a transport without peek (-EOPNOTSUPP) is read by
- * gets, *in_place = -1.  0 or -1. */
+ * -EINVAL.  reply (a put stream to the same peer, or NULL): put by steps
+ * between a peek and its consume, as a handler's reply would be, and to
+ * its end after the reading; the peeked bytes must not change meanwhile.
+ * *in_place and *nomsg count the reads in place and the -ENOMSG answers;
+ * a transport without peek (-EOPNOTSUPP) is read by gets, *in_place =
+ * -1.  0 or -1. */
 int tst_peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
-		    size_t total, long *in_place, long *nomsg);
-#define TST_RNDV_HEAD_MSGS 6
-int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
-			size_t payload);
+		    size_t total, struct tst_stream *reply, long *in_place,
+		    long *nomsg);
+/* Ranks 0 and 1 (connected): rank 0 puts total bytes to rank 1, call i of sizes[i % nsizes] bytes
+ * in one or two pieces, and reads reply_total bytes back; rank 1 reads
+ * with tst_peek_reader, putting the reply between peeks and consumes.
+ * *in_place: rank 1's count (0 on rank 0).  0 or -1. */
+int tst_peek_pair(struct tst *t, const size_t *sizes, int nsizes,
+		  uint64_t total, uint64_t reply_total, long *in_place);
 
 #endif /* RDMACH_TST_H */

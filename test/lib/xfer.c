@@ -605,14 +605,17 @@ int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 /* ---- reading in place ----------------------------------------------------- */
 
 #define PEEK_GET 5000		/* largest get of tst_peek_reader */
+#define PEEK_REPLY_EVERY 4	/* a reply put between every 4th peek and
+				 * its consume */
 
-/* One read in place of a random part of what peek shows at buf[got]:
- * *n set to the bytes read, 0, or peek's negative errno (-ENOMSG,
- * -EOPNOTSUPP: the caller gets instead); the first read also tries
- * consume beyond the peek.  0 or -1 (failed). */
+/* One read in place of a random part of what peek shows at buf[got],
+ * with a put of the reply stream (if any, every PEEK_REPLY_EVERY reads)
+ * between peek and consume: *n set to the bytes read, 0, or peek's
+ * negative errno (-ENOMSG, -EOPNOTSUPP: the caller gets instead); the
+ * first read also tries consume beyond the peek.  0 or -1 (failed). */
 static int peek_read(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
 		     size_t got, size_t total, uint64_t *rng, long *in_place,
-		     ssize_t *n)
+		     struct tst_stream *reply, ssize_t *n)
 {
 	const void *p;
 	size_t k;
@@ -627,6 +630,13 @@ static int peek_read(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
 	if (!(*in_place)++ && rdmach_consume(c, (size_t)*n + 1) != -EINVAL)
 		return tst_fail(t, "consume beyond the peeked bytes");
 	memcpy(buf + got, p, k);
+	if (reply && reply->done < reply->total &&
+	    *in_place % PEEK_REPLY_EVERY == 0 && xfer_put(t, reply) < 0)
+		return -1;
+	/* the bytes must not have moved under the put */
+	if (memcmp(buf + got, p, k))
+		return tst_fail(t, "peeked bytes at %zu changed before "
+				"consume", got);
 	if (rdmach_consume(c, k))
 		return tst_fail(t, "consume of %zu", k);
 	*n = (ssize_t)k;
@@ -634,7 +644,8 @@ static int peek_read(struct tst *t, rdmach_conn_t *c, uint8_t *buf,
 }
 
 int tst_peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
-		    size_t total, long *in_place, long *nomsg)
+		    size_t total, struct tst_stream *reply, long *in_place,
+		    long *nomsg)
 {
 	uint8_t *buf = malloc(total);
 	uint64_t rng = seed, t0 = rdmach_now_ns();
@@ -657,7 +668,7 @@ int tst_peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 		}
 		if (!unsupported && tst_rand(&rng) % 4) {
 			ret = peek_read(t, c, buf, got, total, &rng, in_place,
-					&n);
+					reply, &n);
 			if (ret)
 				break;
 			unsupported = n == -EOPNOTSUPP;
@@ -682,8 +693,41 @@ int tst_peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 			ret = tst_fail(t, "byte %zu of %zu differs", bad, total);
 	}
 	free(buf);
+	if (!ret && reply)
+		ret = tst_run(t, reply, 1);	/* the rest of the reply */
 	if (unsupported)
 		*in_place = -1;
 	tst_log(t, "%ld reads in place, %ld -ENOMSG", *in_place, *nomsg);
+	return ret;
+}
+
+int tst_peek_pair(struct tst *t, const size_t *sizes, int nsizes,
+		  uint64_t total, uint64_t reply_total, long *in_place)
+{
+	rdmach_conn_t *c = tst_conn(t, 1 - t->rank);
+	struct tst_shape sh = { .min_pieces = 1, .max_pieces = 2,
+				.sizes = sizes, .nsizes = nsizes };
+	struct tst_shape rsh = { .min_call = 1, .max_call = 3000,
+				 .min_pieces = 1, .max_pieces = 2 };
+	uint64_t seed = tst_stream_seed(t, 0, 1);
+	uint64_t rseed = tst_stream_seed(t, 1, 0);
+	struct tst_stream s[2];
+	long nomsg;
+	int ret;
+
+	*in_place = 0;
+	if (!c)
+		return -1;
+	if (t->rank == 0) {
+		tst_stream_init(&s[0], c, 1, 1, seed, total, &sh);
+		tst_stream_init(&s[1], c, 1, 0, rseed, reply_total, &rsh);
+		ret = tst_run(t, s, 2);
+		tst_stream_free(&s[1]);
+	} else {
+		tst_stream_init(&s[0], c, 0, 1, rseed, reply_total, &rsh);
+		ret = tst_peek_reader(t, c, seed, total, &s[0], in_place,
+				      &nomsg);
+	}
+	tst_stream_free(&s[0]);
 	return ret;
 }
