@@ -186,11 +186,12 @@ RDMACH_API int rdmach_put_done(rdmach_conn_t *conn, uint64_t *done);
  * 0 when nothing has arrived; -ENOMSG when what comes next must be read
  * with rdmach_get (a large message's protocol, or the connection's idle
  * work: a get then does it); -EOPNOTSUPP when the transport has no such
- * bytes (ib in its basic ring mode); or a negative errno as get.  The bytes stay there, unread
- * and unchanged (their space does not go back to the writer), until
- * rdmach_consume(conn, n) reads the first n of them (1 .. the count peek
- * returned; it counts as a get of n bytes) or a get reads them; puts and
- * progress in between (a handler's reply) leave them alone. */
+ * bytes (ib in its basic ring mode); or a negative errno as get.  The
+ * bytes stay there, unread and unchanged (their space does not go back
+ * to the writer), until rdmach_consume(conn, n) reads the first n of them
+ * (1 .. the count peek returned; it counts as a get of n bytes) or a get
+ * reads them; puts and progress in between (a handler's reply) leave
+ * them alone. */
 RDMACH_API ssize_t rdmach_peek(rdmach_conn_t *conn, const void **buf);
 RDMACH_API int rdmach_consume(rdmach_conn_t *conn, size_t n);
 
