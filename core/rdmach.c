@@ -1021,8 +1021,11 @@ int rdmach_consume(rdmach_conn_t *conn, size_t n)
 	if (!conn->tl || !conn->tl->ops->consume)
 		return -EINVAL;
 	ret = conn->tl->ops->consume(conn, n);
-	if (!ret)
+	if (!ret) {
 		core_get_done(conn, (ssize_t)n);
+		conn->in_place_reads++;
+		conn->in_place_bytes += n;
+	}
 	return ret;
 }
 
@@ -1279,6 +1282,7 @@ static void core_print_large(FILE *out, const rdmach_stats_t *s)
 
 void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 {
+	uint64_t in_place_reads = 0, in_place_bytes = 0;
 	rdmach_stats_t sum;
 	char who[32];
 	int i;
@@ -1292,6 +1296,8 @@ void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 	for (i = 0; i < ctx->size; i++) {
 		const struct rdmach_conn *conn = &ctx->conns[i];
 
+		in_place_reads += conn->in_place_reads;
+		in_place_bytes += conn->in_place_bytes;
 		if (!conn->stats.bytes_put && !conn->stats.bytes_got)
 			continue;
 		snprintf(who, sizeof(who), "%d/%s", i,
@@ -1308,5 +1314,9 @@ void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 	if (sum.zcopy_reads)
 		fprintf(out, "# zero-copy reads issued for the peers' puts: "
 			"%llu\n", (unsigned long long)sum.zcopy_reads);
+	if (in_place_reads)
+		fprintf(out, "# read in place (rdmach_consume): %llu reads, "
+			"%llu bytes\n", (unsigned long long)in_place_reads,
+			(unsigned long long)in_place_bytes);
 	core_print_large(out, &sum);
 }

@@ -99,6 +99,9 @@ struct rdmach_conn {
 	uint64_t stall_since_ns;	/* first put that took nothing, or 0 */
 	uint64_t put_done_seen;		/* last rdmach_put_done answer */
 	rdmach_stats_t stats;
+	/* rdmach_consume calls and bytes: printed by rdmach_print_stats, not
+	 * in rdmach_stats_t (its size is part of the ABI) */
+	uint64_t in_place_reads, in_place_bytes;
 	char errmsg[256];
 };
 

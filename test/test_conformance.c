@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -462,6 +463,27 @@ static int conf_finalize_both_unread(struct tst *t)
 	return 0;
 }
 
+/* rdmach_print_stats must count every read in place: n of them. */
+static int conf_in_place_printed(struct tst *t, long n)
+{
+	unsigned long long reads = 0;
+	char *text = NULL, *line;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return tst_fail(t, "open_memstream failed");
+	rdmach_print_stats(t->ctx, f);
+	fclose(f);
+	line = text ? strstr(text, "# read in place (rdmach_consume): ") : NULL;
+	if (line)
+		sscanf(strchr(line, ':') + 1, "%llu", &reads);
+	free(text);
+	TST_CHECK(t, reads == (unsigned long long)n, "rdmach_print_stats "
+		  "counts %llu reads in place, the reader made %ld", reads, n);
+	return 0;
+}
+
 /* Reading in place: rank 1 reads a stream of mixed message sizes (ring
  * packets and, at the defaults, every large-message protocol: shm's copy
  * area from 32 KiB and CMA from 256 KiB, ib's zero-copy from 64 KiB,
@@ -490,7 +512,7 @@ static int conf_read_in_place(struct tst *t)
 	/* about 100 messages go by ring packets at the least volume; gets
 	 * take some of them */
 	TST_CHECK(t, in_place >= 20, "only %ld reads in place", in_place);
-	return 0;
+	return conf_in_place_printed(t, in_place);
 }
 
 static int conf_check_stats(struct tst *t, const rdmach_stats_t *st,
