@@ -38,8 +38,8 @@ static const struct rdmach_knob ch3_knobs[CH3_K_NUM] = {
 		"512", 0, UINT64_MAX,
 		"after a message of at least this many bytes, a VC whose last "
 		"poll found nothing hands the next header and its payload to "
-		"CH3 where rdmach holds them (shm), without the staging buffer: "
-		"the payload is copied once (0: never)" },
+		"CH3 where rdmach holds them (rdmach_peek), without the staging "
+		"buffer: the payload is copied once (0: never)" },
 	[CH3_K_FAIL_GRACE] = { "RDMACH_CH3_FAIL_GRACE_MS", RDMACH_KNOB_UINT,
 		"1000", 0, 60000,
 		"after a connection fails (peer died, link down), wait this long "

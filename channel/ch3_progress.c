@@ -543,7 +543,7 @@ static __attribute__((noinline)) int handle_in_place(MPIDI_VC_t *vc, const char 
 		return mpi_errno;
 	rc = rdmach_consume(vc->ch.conn, taken);
 	if (rc < 0)
-		return MPIDI_CH3I_Rdma_error(vc, "get", rc);
+		return MPIDI_CH3I_Rdma_error(vc, "consume", rc);
 	*handled = 1;
 	return MPI_SUCCESS;
 }
@@ -645,7 +645,7 @@ static inline int recv_in_place(MPIDI_VC_t *vc, int *progressed, int *done)
 		} else if (n == 0)
 			*done = 1;
 		else if (n != -ENOMSG)
-			return MPIDI_CH3I_Rdma_error(vc, "get", n);
+			return MPIDI_CH3I_Rdma_error(vc, "peek", n);
 		return MPI_SUCCESS;
 	}
 	mpi_errno = handle_in_place(vc, buf, (size_t) n, &handled);
