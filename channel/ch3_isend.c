@@ -160,7 +160,8 @@ int MPIDI_CH3_iStartMsgv(MPIDI_VC_t *vc, struct iovec *iov, int n_iov, MPIR_Requ
 	return start_msg(vc, local, n_iov, sreq_ptr);
 }
 
-/* A small send request on an idle VC, tried as one plain put with the
+/* A small send request (header and at most one payload piece, as
+ * rdmach's fast put takes) on an idle VC, tried as one plain put with the
  * header staged in the VC: taken whole (the common case), the request
  * completes without its header and iovec ever being copied into it --
  * stores that would queue behind the put's own to lines the peer is
@@ -171,14 +172,14 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct i
 			      int n, int *mpi_errno)
 {
 	MPIDI_CH3I_VC *vcch = &vc->ch;
-	struct iovec local[MPL_IOV_LIMIT];
+	struct iovec local[2];
 	size_t total;
 	ssize_t rc;
 
-	if (sreq->dev.OnDataAvail || !MPIDI_CH3I_SendQ_empty(vcch) || !vcch->polled ||
+	if (n > 2 || sreq->dev.OnDataAvail || !MPIDI_CH3I_SendQ_empty(vcch) || !vcch->polled ||
 	    vcch->terminated)
 		return 0;
-	total = MPIDI_CH3I_Iov_bytes(iov, n);
+	total = n == 2 ? iov[0].iov_len + iov[1].iov_len : iov[0].iov_len;
 	if (total > SMALL_REQUEST_MAX)
 		return 0;
 	local[0].iov_len = MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base, iov[0].iov_len);
@@ -186,8 +187,6 @@ static int send_small_request(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct i
 	total -= iov[0].iov_len - local[0].iov_len;
 	if (n == 2)
 		local[1] = iov[1];
-	else
-		memcpy(local + 1, iov + 1, (n - 1) * sizeof(*iov));
 	/* a plain put (no ticket) of a request without OnDataAvail: taken
 	 * whole, the request is complete */
 	rc = rdmach_put(vcch->conn, local, n);
@@ -253,18 +252,26 @@ int MPIDI_CH3_iSend(MPIDI_VC_t *vc, MPIR_Request *sreq, void *hdr, intptr_t hdr_
 	return send_with_request(vc, sreq, iov, 1);
 }
 
-int MPIDI_CH3_iSendv(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n_iov)
+/* iSendv's general way, on a copy of CH3's iovec (which it changes); kept
+ * out of line so that the small send's frame has no 16-entry iovec */
+static int __attribute__((noinline)) send_iov_with_request(MPIDI_VC_t *vc, MPIR_Request *sreq,
+							   const struct iovec *iov, int n)
 {
 	struct iovec local[MPL_IOV_LIMIT];
+
+	memcpy(local, iov, n * sizeof(*iov));
+	return send_with_request(vc, sreq, local, n);
+}
+
+int MPIDI_CH3_iSendv(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int n_iov)
+{
 	int mpi_errno;
 
 	MPIR_Assert(n_iov >= 1 && n_iov <= MPL_IOV_LIMIT);
 	check_hdr_len((intptr_t) iov[0].iov_len);
 	prefetch_payload(iov, n_iov);
-	/* CH3's iovec as it is (a small send copies what it needs); the
-	 * general way changes its own copy */
+	/* CH3's iovec as it is (a small send copies what it needs) */
 	if (send_small_request(vc, sreq, iov, n_iov, &mpi_errno))
 		return mpi_errno;
-	memcpy(local, iov, n_iov * sizeof(*iov));
-	return send_with_request(vc, sreq, local, n_iov);
+	return send_iov_with_request(vc, sreq, iov, n_iov);
 }
