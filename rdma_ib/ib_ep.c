@@ -739,6 +739,26 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 	return 0;
 }
 
+/* The data packet at the ring head (bottom-fill modes): 1 and *pkt set,
+ * 0 if there is none (not arrived, or a control packet). */
+static int ib_peek_pkt(struct ib_conn *ic, struct ring_pkt *pkt)
+{
+	return ring_rx_peek(&ic->rx, 1, pkt) == 1 &&
+	       pkt->type == RDMACH_PKT_DATA;
+}
+
+/* n more bytes of the data packet at the head are read: the packet goes
+ * back to the ring once all of it is. */
+static void ib_rx_advance(struct ib_conn *ic, const struct ring_pkt *pkt,
+			  size_t n)
+{
+	ic->rx.off += (uint32_t)n;
+	if (ic->rx.off == pkt->len) {
+		ring_rx_consume(&ic->rx, pkt);
+		ic->conn->stats.packets_received++;
+	}
+}
+
 static __attribute__((noinline)) ssize_t
 ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	    size_t total)
@@ -757,8 +777,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	 * messages), or the part of it a one-piece get takes (the CH3
 	 * channel's header buffer meeting a longer message, then the
 	 * payload's get) */
-	if (bottom_fill && ring_rx_peek(&ic->rx, 1, &pkt) == 1 &&
-	    pkt.type == RDMACH_PKT_DATA &&
+	if (bottom_fill && ib_peek_pkt(ic, &pkt) &&
 	    (pkt.len - ic->rx.off <= iov[0].iov_len || iovcnt == 1)) {
 		size_t left = pkt.len - ic->rx.off;
 
@@ -767,13 +786,12 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 		if (left > iov[0].iov_len) {
 			memcpy(iov[0].iov_base, pkt.payload + ic->rx.off,
 			       iov[0].iov_len);
-			ic->rx.off += (uint32_t)iov[0].iov_len;
+			ib_rx_advance(ic, &pkt, iov[0].iov_len);
 			ib_activity(ic);
 			return (ssize_t)iov[0].iov_len;
 		}
 		memcpy(iov[0].iov_base, pkt.payload + ic->rx.off, left);
-		ring_rx_consume(&ic->rx, &pkt);
-		conn->stats.packets_received++;
+		ib_rx_advance(ic, &pkt, left);
 		done = c.off = left;
 		if (done == total || !ring_rx_head_arrived(&ic->rx)) {
 			ib_activity(ic);
@@ -813,11 +831,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 		n = rdmach_iovc_scatter(&c, pkt.payload + ic->rx.off,
 					pkt.len - ic->rx.off);
 		done += n;
-		ic->rx.off += (uint32_t)n;
-		if (ic->rx.off == pkt.len) {
-			ring_rx_consume(&ic->rx, &pkt);
-			conn->stats.packets_received++;
-		}
+		ib_rx_advance(ic, &pkt, n);
 	}
 	if (done) {
 		ib_activity(ic);
@@ -827,31 +841,28 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	return ib_get_idle(ic);
 }
 
-/* Kept small: the empty poll is the hot loop of every waiter.  The CQ
- * only matters when a signalled write is in flight; otherwise it is
- * polled every IB_CQ_IDLE_POLLS gets (error completions). */
+/* The CQ only matters when a signalled write is in flight; otherwise it
+ * is polled every IB_CQ_IDLE_POLLS gets or peeks (error completions). */
+static inline void ib_poll_cq_when_due(struct ib_tl *tl)
+{
+	if (tl->sig_inflight || ++tl->cq_skips % IB_CQ_IDLE_POLLS == 0)
+		ib_iface_poll(tl);
+}
+
+/* Kept small: the empty poll is the hot loop of every waiter. */
 ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
 		  int iovcnt, size_t total)
 {
 	struct ib_conn *ic = conn->priv;
 	struct ib_tl *tl = ic->tl;
 
-	if (tl->sig_inflight || ++tl->cq_skips % IB_CQ_IDLE_POLLS == 0)
-		ib_iface_poll(tl);
+	ib_poll_cq_when_due(tl);
 	if (ring_rx_head_arrived(&ic->rx))
 		return ib_get_ring(ic, iov, iovcnt, total);
 	/* credits, the peer's finalize and liveness every few empty polls */
 	if (++ic->idle_gets % IB_IDLE_GETS)
 		return 0;
 	return ib_get_idle(ic);
-}
-
-/* The data packet at the ring head, for reading in place: 1 and *pkt
- * set, 0 if there is none (not arrived, or a control packet). */
-static int ib_peek_pkt(struct ib_conn *ic, struct ring_pkt *pkt)
-{
-	return ring_rx_peek(&ic->rx, 1, pkt) == 1 &&
-	       pkt->type == RDMACH_PKT_DATA;
 }
 
 /* rdmach_peek: the rest of the data packet at the head, where it lies in
@@ -867,8 +878,7 @@ ssize_t ib_ep_peek(struct rdmach_conn *conn, const void **buf)
 
 	if (tl->mode == RING_MODE_BASIC)
 		return -EOPNOTSUPP;
-	if (tl->sig_inflight || ++tl->cq_skips % IB_CQ_IDLE_POLLS == 0)
-		ib_iface_poll(tl);
+	ib_poll_cq_when_due(tl);
 	if (!ring_rx_head_arrived(&ic->rx)) {
 		/* the get that follows counts this poll */
 		if ((ic->idle_gets + 1) % IB_IDLE_GETS == 0)
@@ -894,11 +904,7 @@ int ib_ep_consume(struct rdmach_conn *conn, size_t n)
 	if (ic->tl->mode == RING_MODE_BASIC || !ib_peek_pkt(ic, &pkt) ||
 	    n > pkt.len - ic->rx.off)
 		return -EINVAL;
-	ic->rx.off += (uint32_t)n;
-	if (ic->rx.off == pkt.len) {
-		ring_rx_consume(&ic->rx, &pkt);
-		conn->stats.packets_received++;
-	}
+	ib_rx_advance(ic, &pkt, n);
 	ib_activity(ic);
 	ib_credit_out(ic);
 	return 0;

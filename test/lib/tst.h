@@ -305,10 +305,11 @@ int tst_rndv_small_head(struct tst *t, rdmach_conn_t *c, size_t head,
 int tst_peek_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 		    size_t total, struct tst_stream *reply, long *in_place,
 		    long *nomsg);
-/* Ranks 0 and 1 (connected): rank 0 puts total bytes to rank 1, call i of sizes[i % nsizes] bytes
- * in one or two pieces, and reads reply_total bytes back; rank 1 reads
- * with tst_peek_reader, putting the reply between peeks and consumes.
- * *in_place: rank 1's count (0 on rank 0).  0 or -1. */
+/* Ranks 0 and 1 (connected): rank 0 puts total bytes to rank 1, call i
+ * of sizes[i % nsizes] bytes in one or two pieces, and reads reply_total
+ * bytes back; rank 1 reads with tst_peek_reader, putting the reply
+ * between peeks and consumes.  *in_place: rank 1's count (0 on rank 0).
+ * 0 or -1. */
 int tst_peek_pair(struct tst *t, const size_t *sizes, int nsizes,
 		  uint64_t total, uint64_t reply_total, long *in_place);
 
