@@ -114,7 +114,7 @@ fi
 
 # 0. static checks: the library's dependency direction (include lines);
 #    every knob read through a table and documented
-run "layers (test/check-layers.sh)" -- test/check-layers.sh
+run "layers (test/check-layers.sh)" -- test/check-layers.sh "$O"
 run "knobs (test/check-knobs.sh)" -- test/check-knobs.sh "$O"
 
 # 1. native
