@@ -204,13 +204,18 @@ check-cluster: all
 bench: all
 	bench/host/run-shm.sh
 
+# doc/knobs.md's knob table, generated from the knob tables in the sources
+# (rdmach_info --markdown); test/check-knobs.sh fails when it is stale.
+knobs-doc: $(O)/bin/rdmach_info
+	tools/knobs-doc.sh $(O)
+
 clean:
 	rm -rf build build-asan
 
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check check-cluster bench clean distclean mpi-bench mpich nas install uninstall
+.PHONY: all check check-cluster bench knobs-doc clean distclean mpi-bench mpich nas install uninstall
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

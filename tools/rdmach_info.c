@@ -73,12 +73,14 @@ static void md_size(char *buf, size_t len, uint64_t v)
 	snprintf(buf, len, "%llu", (unsigned long long)v);
 }
 
-/* Markdown table text: '|' escaped, newlines as spaces. */
+/* Markdown table text: '|' and '<' escaped, newlines as spaces. */
 static void md_text(const char *s)
 {
 	for (; *s; s++) {
 		if (*s == '|')
 			fputs("\\|", stdout);
+		else if (*s == '<')
+			fputs("&lt;", stdout);
 		else if (*s == '\n')
 			putchar(' ');
 		else
@@ -102,7 +104,7 @@ static void info_markdown(void)
 			const struct rdmach_knob *k = &(*t)->knobs[i];
 
 			printf("| `%s` | %s | %s | ", k->name, (*t)->module,
-			       k->deflt);
+			       *k->deflt ? k->deflt : "\"\"");
 			switch (k->type) {
 			case RDMACH_KNOB_BOOL:
 				printf("0 / 1");
