@@ -62,15 +62,15 @@ SOLIB := $(O)/lib/librdmach.so
 TOOL_SRCS := $(wildcard tools/*.c)
 TEST_LIB_SRCS := $(wildcard test/lib/*.c)
 TEST_SRCS := $(wildcard test/test_*.c)
-BENCH_SRCS := $(wildcard bench/rdmach_*.c bench/raw_*.c)
-MPI_BENCH_SRCS := $(wildcard bench/mpi_*.c)
+BENCH_SRCS := $(wildcard bench/src/rdmach_*.c bench/src/raw_*.c)
+MPI_BENCH_SRCS := $(wildcard bench/src/mpi_*.c)
 
 # cross-host test programs (test/run-cluster.sh)
 XHOST_SRCS := $(wildcard test/vm/xhost_*.c)
 
 TOOLS := $(TOOL_SRCS:tools/%.c=$(O)/bin/%)
 TESTS := $(TEST_SRCS:test/%.c=$(O)/test/%) $(XHOST_SRCS:test/%.c=$(O)/test/%)
-BENCHES := $(BENCH_SRCS:bench/%.c=$(O)/bin/%)
+BENCHES := $(BENCH_SRCS:bench/src/%.c=$(O)/bin/%)
 TEST_LIB_OBJS := $(TEST_LIB_SRCS:%.c=$(O)/obj/%.o)
 
 all: $(LIB) $(SOLIB) $(O)/lib/$(SONAME) $(TOOLS) $(TESTS) $(BENCHES)
@@ -104,7 +104,7 @@ $(O)/bin/%: $(O)/obj/tools/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LIB) $(LDFLAGS) $(LIBS)
 
-$(O)/bin/%: $(O)/obj/bench/%.o $(LIB)
+$(O)/bin/%: $(O)/obj/bench/src/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(LIB) $(LDFLAGS) $(LIBS) -lm
 
@@ -202,7 +202,12 @@ check-cluster: all
 	test/run-cluster.sh full
 
 bench: all
-	bench/run-shm.sh
+	bench/host/run-shm.sh
+
+# doc/knobs.md's knob table, generated from the knob tables in the sources
+# (rdmach_info --markdown); test/check-knobs.sh fails when it is stale.
+knobs-doc: $(O)/bin/rdmach_info
+	tools/knobs-doc.sh $(O)
 
 clean:
 	rm -rf build build-asan
@@ -210,7 +215,7 @@ clean:
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check check-cluster bench clean distclean mpi-bench mpich nas install uninstall
+.PHONY: all check check-cluster bench knobs-doc clean distclean mpi-bench mpich nas install uninstall
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

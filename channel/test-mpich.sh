@@ -65,8 +65,8 @@ progs() {
 	mpicc -O2 -o "$bin/cpi" "$src/examples/cpi.c" -lm || exit 1
 	mpif90 -O2 -o "$bin/fhello" "$here/test/fhello.f90" || exit 1
 	for b in mpi_latency mpi_bw; do
-		[ -f "$repo/bench/$b.c" ] &&
-			mpicc -O2 -Wall -Wextra -Werror -I"$repo/bench" -o "$bin/$b" "$repo/bench/$b.c" -lm
+		[ -f "$repo/bench/src/$b.c" ] &&
+			mpicc -O2 -Wall -Wextra -Werror -I"$repo/bench/src" -o "$bin/$b" "$repo/bench/src/$b.c" -lm
 	done
 	echo "MPI programs under $prefix/bin/mpiexec:"
 	for np in ${NP_LIST:-2 3 4 8}; do

@@ -2,7 +2,10 @@
 # run-tests.sh - what `make check` runs (after `make` built everything).
 #
 #   0. test/check-layers.sh: the library's layers include only downwards;
-#      test/check-knobs.sh: every knob is in a table and in README.md
+#      test/check-knobs.sh: every knob is in a table, and doc/knobs.md's
+#      knob table is what rdmach_info --markdown prints;
+#      test/check-docs.sh: every relative Markdown link resolves, and
+#      README.md's headline commands exist and take their options
 #   1. every $O/test/test_* natively (shared memory on this host)
 #  1b. test/test-install.sh: ./configure --prefix + make install in a copy
 #      of the tree, a program outside it built with pkg-config and run,
@@ -116,6 +119,7 @@ fi
 #    every knob read through a table and documented
 run "layers (test/check-layers.sh)" -- test/check-layers.sh "$O"
 run "knobs (test/check-knobs.sh)" -- test/check-knobs.sh "$O"
+run "docs (test/check-docs.sh)" -- test/check-docs.sh "$O"
 
 # 1. native
 for t in "${tests[@]}"; do

@@ -1,8 +1,11 @@
 /* rdmach_info - print the build's version, its transports and every
  * RDMACH_* knob with its default and the value set in this environment
  * (like ucx_info -v / -c); --tune: the large-message tuning of the ib
- * device (rdma_ib/ib_tune.h).  `rdmach_info --help` is its manual page. */
+ * device (rdma_ib/ib_tune.h); --markdown: the knob reference as a Markdown
+ * table (doc/knobs.md's generated block, `make knobs-doc`).  `rdmach_info
+ * --help` is its manual page. */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,12 +43,119 @@ extern const struct rdmach_tl_ops *const __start_rdmach_tls[]
 extern const struct rdmach_tl_ops *const __stop_rdmach_tls[]
 	__attribute__((visibility("hidden")));
 
+/* Bounds of the "rdmach_knob_tables" section (RDMACH_KNOB_TABLE,
+ * core/knob.h): the library is one relocatable object, so every module's
+ * table is in this program. */
+extern const struct rdmach_knob_table *const __start_rdmach_knob_tables[]
+	__attribute__((visibility("hidden")));
+extern const struct rdmach_knob_table *const __stop_rdmach_knob_tables[]
+	__attribute__((visibility("hidden")));
+
+/* A size as a user writes it: 64K, 2M, 1G; UINT64_MAX: no limit. */
+static void md_size(char *buf, size_t len, uint64_t v)
+{
+	static const char suffix[] = "GMK";
+	int i;
+
+	if (v == UINT64_MAX) {
+		snprintf(buf, len, "no limit");
+		return;
+	}
+	for (i = 0; i < 3; i++) {
+		unsigned shift = 30 - 10 * i;
+
+		if (v && !(v & ((1ull << shift) - 1))) {
+			snprintf(buf, len, "%llu%c",
+				 (unsigned long long)(v >> shift), suffix[i]);
+			return;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+/* Markdown table text: '|' and '<' escaped, newlines as spaces. */
+static void md_text(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '|')
+			fputs("\\|", stdout);
+		else if (*s == '<')
+			fputs("&lt;", stdout);
+		else if (*s == '\n')
+			putchar(' ');
+		else
+			putchar(*s);
+	}
+}
+
+/* --markdown: every knob of every table, in the order `-c` lists them:
+ * name, module, default, accepted values, meaning (the tables' help). */
+static void info_markdown(void)
+{
+	const struct rdmach_knob_table *const *t;
+	char lo[32], hi[32];
+	int i;
+
+	printf("| knob | module | default | values | meaning |\n");
+	printf("|---|---|---|---|---|\n");
+	for (t = __start_rdmach_knob_tables; t < __stop_rdmach_knob_tables;
+	     t++) {
+		for (i = 0; i < (*t)->nknobs; i++) {
+			const struct rdmach_knob *k = &(*t)->knobs[i];
+
+			printf("| `%s` | %s | %s | ", k->name, (*t)->module,
+			       *k->deflt ? k->deflt : "\"\"");
+			switch (k->type) {
+			case RDMACH_KNOB_BOOL:
+				printf("0 / 1");
+				break;
+			case RDMACH_KNOB_STRING:
+				printf("text");
+				break;
+			case RDMACH_KNOB_SIZE:
+			case RDMACH_KNOB_UINT:
+				if (k->type == RDMACH_KNOB_SIZE) {
+					md_size(lo, sizeof(lo), k->min);
+					md_size(hi, sizeof(hi), k->max);
+				} else {
+					snprintf(lo, sizeof(lo), "%llu",
+						 (unsigned long long)k->min);
+					if (k->max == UINT64_MAX)
+						snprintf(hi, sizeof(hi),
+							 "no limit");
+					else
+						snprintf(hi, sizeof(hi), "%llu",
+							 (unsigned long long)
+							 k->max);
+				}
+				if (k->max == UINT64_MAX)
+					printf(">= %s", lo);
+				else
+					printf("%s-%s", lo, hi);
+				if (k->rules & RDMACH_KNOB_POW2)
+					printf(", a power of two");
+				if ((k->rules & RDMACH_KNOB_ZERO_OFF) &&
+				    k->min > 0)
+					printf(", or 0 (off)");
+				break;
+			}
+			if (!strcmp(k->deflt, RDMACH_KNOB_AUTO) &&
+			    k->type != RDMACH_KNOB_STRING)
+				printf(", auto");
+			printf(" | ");
+			md_text(k->help);
+			printf(" |\n");
+		}
+	}
+}
+
 static const char info_manual[] =
 "NAME\n"
 "    rdmach_info - show rdmach's version, transports and environment knobs\n"
 "\n"
 "SYNOPSIS\n"
 "    rdmach_info [-c] [-t] [-v] [--tune]\n"
+"    rdmach_info --markdown\n"
 "    rdmach_info -h | --help\n"
 "\n"
 "DESCRIPTION\n"
@@ -69,6 +179,11 @@ static const char info_manual[] =
 "        select: measured figures (or the tuning cache's, or built-in ones\n"
 "        as RDMACH_TUNE says), derived superpipeline settings and the\n"
 "        model's predicted bandwidth per protocol and size.  Only with ib.\n"
+"    --markdown\n"
+"        Every knob as one Markdown table (knob, module, default, accepted\n"
+"        values, meaning), whatever the environment sets: the generated\n"
+"        block of doc/knobs.md (`make knobs-doc` writes it,\n"
+"        test/check-knobs.sh compares them).\n"
 "    -h, --help\n"
 "        This text.\n"
 "\n"
@@ -117,9 +232,11 @@ int main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "tune", no_argument, NULL, 'T' },
+		{ "markdown", no_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 }
 	};
-	int config = 0, transports = 0, version = 0, tune = 0, c;
+	int config = 0, transports = 0, version = 0, tune = 0, markdown = 0;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "ctvh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -135,12 +252,16 @@ int main(int argc, char *argv[])
 		case 'T':	/* long option only */
 			tune = 1;
 			break;
+		case 'M':	/* long option only */
+			markdown = 1;
+			break;
 		case 'h':
 			fputs(info_manual, stdout);
 			return 0;
 		default:
 			fprintf(stderr, "usage: rdmach_info [-c] [-t] [-v] "
-				"[--tune] (rdmach_info --help for more)\n");
+				"[--tune] [--markdown] (rdmach_info --help for "
+				"more)\n");
 			return 2;
 		}
 	}
@@ -148,6 +269,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "rdmach_info: unexpected argument \"%s\" "
 			"(rdmach_info --help)\n", argv[optind]);
 		return 2;
+	}
+	if (markdown) {
+		info_markdown();
+		return 0;
 	}
 	if (!config && !transports && !version && !tune)
 		config = transports = version = 1;

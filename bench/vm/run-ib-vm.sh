@@ -10,8 +10,8 @@
 # The guest CPU is emulated (~6.6x slower): ratios to perftest on the same
 # soft device mean something, absolute numbers do not.
 #
-#   bench/run-ib-vm.sh            build on the host first (make O=...)
-#   bench/run-ib-vm.sh --report results/ib-DATE    tables and plots again
+#   bench/vm/run-ib-vm.sh            build on the host first (make O=...)
+#   bench/vm/run-ib-vm.sh --report results/ib-DATE    tables and plots again
 # Environment:
 #   O=build               build directory holding bin/rdmach_{latency,bw}
 #   BENCH_TRANSPORT=ib    shm to try the script before rdma_ib exists
@@ -29,7 +29,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(dirname "$here")
+top=$(cd "$here/../.." && pwd)
 O=${O:-build}
 case $O in /*) ;; *) O=$top/$O ;; esac
 transport=${BENCH_TRANSPORT:-ib}
@@ -208,7 +208,7 @@ table() { # TITLE LABEL=FILE...: a column per existing file, its sizes first
 	printf '# %s\n%-10s' "$title" "# Size"
 	printf ' %12s' "${labels[@]}"
 	printf '\n'
-	awk -v w=12 -f "$here/osu-join.awk" "${files[@]}"
+	awk -v w=12 -f "$top/bench/plot/osu-join.awk" "${files[@]}"
 }
 
 report() {
@@ -248,7 +248,7 @@ report() {
 	} | tee "$out/summary.txt"
 
 	command -v gnuplot >/dev/null || return 0
-	p() { "$here/plot.sh" "$@" >/dev/null || echo "run-ib-vm.sh: plot $2 failed" >&2; }
+	p() { "$top/bench/plot/plot.sh" "$@" >/dev/null || echo "run-ib-vm.sh: plot $2 failed" >&2; }
 	p -o "$out/latency.png" -l -t "Latency on Soft-RoCE rxe0: rdmach ($transport) vs ib_write_lat" \
 		-y "Latency (us)" "ib_write_lat=$out/perftest-lat.txt" "rdmach=$out/rdmach-lat.txt"
 	p -o "$out/bandwidth.png" -t "Bandwidth on Soft-RoCE rxe0: rdmach ($transport) vs ib_write_bw" \

@@ -16,7 +16,7 @@
 # Environment: BENCH_REPS (9), BENCH_BW_REPS (3; 0 = latency only),
 # BENCH_RESULTS (results/mpi-ib-DATE).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 root=$(pwd -P)
 BW_SIZES="65536 262144 1048576"
 # perftest_bw TOOL SIZE: its average bandwidth, 10^6 B/s (perftest's MB are
@@ -69,14 +69,14 @@ mkdir -p "$out"
 mpicc=$root/build/mpich-install/bin/mpicc
 [ -x "$mpicc" ] || { echo "run-mpi-ib-vm: no build/mpich-install (make mpich)" >&2; exit 1; }
 for b in mpi_latency mpi_bw; do
-	"$mpicc" -O2 -Ibench -o "$out/$b" "bench/$b.c" -lm || exit 1
+	"$mpicc" -O2 -Ibench/src -o "$out/$b" "bench/src/$b.c" -lm || exit 1
 done
 if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 	"$0" --in-vm "$out" "$out/mpi_latency" "$reps" "$bw_reps"
 else
-	test/vm/vm-run.sh "$root" "bench/run-mpi-ib-vm.sh --in-vm $out $out/mpi_latency $reps $bw_reps"
+	test/vm/vm-run.sh "$root" "bench/vm/run-mpi-ib-vm.sh --in-vm $out $out/mpi_latency $reps $bw_reps"
 fi || { echo "run-mpi-ib-vm: the VM run failed" >&2; exit 1; }
-. bench/stats.sh
+. bench/lib/stats.sh
 runs() { for f in "$out"/"$1"-*.txt; do value "$f"; done; }
 best() { sort -g | head -1; }
 p=$(runs perftest | median) pb=$(runs perftest | best)

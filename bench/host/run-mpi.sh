@@ -10,17 +10,17 @@
 # 1. headline, BENCH_REPS rounds: 8-byte latency (median of 15 batches, 3
 #    decimals; per-round rdma/nemesis ratios) and 1 MiB bandwidth;
 # 2. curves, BENCH_REPS rounds, each round every series on every MPI in
-#    turn: latency (bench/mpi_latency.c), bandwidth and bidirectional
-#    bandwidth (bench/mpi_bw.c, window 64, -B), each with one reused buffer
+#    turn: latency (bench/src/mpi_latency.c), bandwidth and bidirectional
+#    bandwidth (bench/src/mpi_bw.c, window 64, -B), each with one reused buffer
 #    (as the common MPI benchmark suites measure) and cache-cold (-C: every
 #    message from/to the next slice of a BENCH_POOL-byte pool per side);
 #    per-size medians, and per size the ratio of rdma to the BEST peer at
 #    that size (latency: rdma / min(peers), target <= 1; bandwidth:
 #    rdma / max(peers), target >= 1);
-# 3. in every round too: the one-copy limit (bench/raw_shm_large -M memcpy,
+# 3. in every round too: the one-copy limit (build/bin/raw_shm_large -M memcpy,
 #    1 MiB, reused and cold), rdmach's own 1 MiB bandwidth (rdmach_bw -t
 #    shm; target >= 0.6 x the memcpy limit) and the time a cache line takes
-#    from one CPU to the other (bench/raw_shm_pingpong, 8 B one way, no MPI
+#    from one CPU to the other (build/bin/raw_shm_pingpong, 8 B one way, no MPI
 #    or rdmach code): the host's state, which decides which MPI leads at
 #    small sizes (fast line transfers: the one with the fewest
 #    instructions per message; slow ones: the one that moves the fewest
@@ -38,7 +38,7 @@
 #   in another tree from the same source).
 # Needs both cores quiet: the script prints the load average before and after.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 reps=${BENCH_REPS:-5}
 out=${BENCH_RESULTS:-results/mpi-$(date +%Y%m%d-%H%M%S)}
 max=${BENCH_MAX:-64M}
@@ -49,7 +49,7 @@ cpus=${BENCH_CPUS-0,1}
 mkdir -p "$out"
 ln -sfn "$(basename "$out")" results/mpi-latest 2>/dev/null || true
 
-. bench/mpis.sh
+. bench/lib/mpis.sh
 mpis_build run-mpi "$out" "${BENCH_MPIS:-rdma nemesis ucx}" mpi_latency mpi_bw
 peers=(); for n in "${names[@]}"; do [ "$n" != rdma ] && peers+=("$n"); done
 
@@ -115,7 +115,7 @@ for ((r = 1; r <= reps; r++)); do
 	fi
 done
 
-. bench/stats.sh
+. bench/lib/stats.sh
 # med_curve FILES... -> per-size median over the files, OSU rows
 med_curve() {
 	awk '!/^#/ && NF >= 2 { if (!($1 in c)) o[++n] = $1; v[$1, ++c[$1]] = $2 }
@@ -138,7 +138,7 @@ best_table() {
 	local s=$1 kind=$2 files=() n
 	for n in "${names[@]}"; do files+=("$out/$n/$s.median.txt"); done
 	printf '%-10s' size; printf ' %12s' "${names[@]}"; printf ' %12s %8s %s\n' best-peer ratio target
-	awk -v w=12 -f bench/osu-join.awk "${files[@]}" |
+	awk -v w=12 -f bench/plot/osu-join.awk "${files[@]}" |
 	awk -v kind="$kind" -v names="${names[*]}" '
 		BEGIN { nn = split(names, nm, " ") }
 		{ best = ""; r = ""; rd = ""
@@ -209,7 +209,7 @@ for s in "${series[@]}"; do
 	[ ${#args[@]} -gt 0 ] || continue
 	y="Bandwidth (MB/s)"; log=()
 	case $s in lat*) y="Latency (us)"; log=(-l) ;; esac
-	bench/plot.sh -o "$out/mpi-$s.png" -t "MPI $s, 2 processes, shared memory (median of $reps)" \
+	bench/plot/plot.sh -o "$out/mpi-$s.png" -t "MPI $s, 2 processes, shared memory (median of $reps)" \
 		-y "$y" "${log[@]}" "${args[@]}" >/dev/null && plots+=("$out/mpi-$s.png")
 done
 echo "plots: ${plots[*]}"

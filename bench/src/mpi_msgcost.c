@@ -12,7 +12,7 @@
  * (MPI_Send each, MPI_Recv each): CH3's eager-short path, one message
  * at a time.
  *
- * Run under callgrind by bench/run-msgcost.sh, which counts the
+ * Run under callgrind by bench/host/run-msgcost.sh, which counts the
  * instructions inside measured_send and measured_recv (callgrind
  * --toggle-collect) and divides by the messages: a figure that does not
  * move with the host's speed, where timings here move by up to 3x.
@@ -169,7 +169,7 @@ static void mc_usage(const char *prog, FILE *f)
 		"  -x WARMUP   warm-up windows per size (default 5)\n"
 		"  -b          blocking calls: MPI_Send and MPI_Recv instead of\n"
 		"              MPI_Isend / MPI_Irecv + MPI_Waitall\n"
-		"Counts come from bench/run-msgcost.sh (callgrind); alone the\n"
+		"Counts come from bench/host/run-msgcost.sh (callgrind); alone the\n"
 		"program only runs the windows.\n", prog);
 }
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # run-msgcost.sh - instructions per small MPI message, sender and receiver
 # apart, for this MPICH (ch3:rdma), ch3:nemesis from the same tree and
-# Debian's MPICH (ch4:ucx): bench/mpi_msgcost under callgrind, counting
+# Debian's MPICH (ch4:ucx): bench/src/mpi_msgcost.c under callgrind, counting
 # only inside its measured windows (MPI_Isend x W + MPI_Waitall on rank 0;
 # MPI_Irecv x W + MPI_Waitall on rank 1, every message already arrived;
 # then MPI_Send x W and MPI_Recv x W),
@@ -13,9 +13,9 @@
 #   ("rdma nemesis ucx"), MSGCOST_CALLS ("nonblocking blocking": also
 #   MPI_Send / MPI_Recv), MSGCOST_WINDOW (16), MSGCOST_ROUNDS (20),
 #   MSGCOST_RESULTS (results/msgcost-DATE), PREFIX_RDMA / PREFIX_NEMESIS /
-#   PREFIX_UCX (as bench/run-mpi.sh).  Needs valgrind.  About a minute for the three.
+#   PREFIX_UCX (as bench/host/run-mpi.sh).  Needs valgrind.  About a minute for the three.
 set -u
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 sizes=(${MSGCOST_SIZES:-1 8 16 32 64 128 256 1024})
 window=${MSGCOST_WINDOW:-16}
 calls=(${MSGCOST_CALLS:-nonblocking blocking})
@@ -24,7 +24,7 @@ out=${MSGCOST_RESULTS:-results/msgcost-$(date +%Y%m%d-%H%M%S)}
 command -v valgrind >/dev/null || { echo "run-msgcost: needs valgrind" >&2; exit 2; }
 
 mkdir -p "$out"
-. bench/mpis.sh
+. bench/lib/mpis.sh
 mpis_build run-msgcost "$out" "${MSGCOST_MPIS:-rdma nemesis ucx}" mpi_msgcost
 
 # counted instructions of one rank's callgrind file (its "totals:" line)

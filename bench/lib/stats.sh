@@ -1,4 +1,4 @@
-# stats.sh - helpers the bench/run-*.sh scripts source.
+# stats.sh - helpers the bench/host/ and bench/vm/ drivers scripts source.
 # value FILE: the value of the last row of an OSU-format file.
 value() { awk '!/^#/ && NF >= 2 {v = $2} END {print v}' "$1"; }
 # median: of the numbers on stdin, one per line.

@@ -24,7 +24,7 @@ mpis_build() {
 		if [ -n "$p" ] && [ -x "$p/bin/mpicc" ] && [ -x "$p/bin/mpiexec" ]; then
 			mkdir -p "$dir/$n"
 			for b in "$@"; do
-				"$p/bin/mpicc" -O2 -Ibench -o "$dir/$n/$b" "bench/$b.c" -lm ||
+				"$p/bin/mpicc" -O2 -Ibench/src -o "$dir/$n/$b" "bench/src/$b.c" -lm ||
 					{ echo "$tag: $n: $b does not build" >&2; exit 1; }
 			done
 			names+=("$n")

@@ -27,7 +27,7 @@ set -uo pipefail
 {
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(dirname "$here")
+top=$(cd "$here/../.." && pwd)
 cd "$top"
 if [ "${BUILD:-}" = asan ]; then O=${O:-build-asan}; else O=${O:-build}; fi
 reps=${BENCH_REPS:-3}
@@ -150,9 +150,9 @@ value() {
 	awk -v s="$2" '!/^#/ && $1 == s { print $2; exit }' "$raw/$1.median.txt"
 }
 
-# side FILE... : one table, a column per series (bench/osu-join.awk)
+# side FILE... : one table, a column per series (bench/plot/osu-join.awk)
 side() {
-	awk -v w=14 -f "$here/osu-join.awk" "$@"
+	awk -v w=14 -f "$top/bench/plot/osu-join.awk" "$@"
 }
 
 with_ratio() { # add column: col(a)/col(b), 1-based data columns
@@ -247,13 +247,13 @@ if command -v gnuplot >/dev/null; then
 		"rdmach shm (pinned)=rdmach-lat-pinned" \
 		"MPICH ch4:ucx=mpi-lat")
 	mapfile -t bw < <(plot_series "rdmach shm=rdmach-bw" "MPICH ch4:ucx=mpi-bw")
-	"$here/plot.sh" -o "$out/latency-small.png" -l -x 1:8K \
+	"$top/bench/plot/plot.sh" -o "$out/latency-small.png" -l -x 1:8K \
 		-t "One-way latency, shared memory, small messages (median of $reps)" \
 		-y "Latency (us)" "${lat[@]}" >/dev/null
-	"$here/plot.sh" -o "$out/latency.png" -l \
+	"$top/bench/plot/plot.sh" -o "$out/latency.png" -l \
 		-t "One-way latency, shared memory (median of $reps)" \
 		-y "Latency (us)" "${lat[@]}" >/dev/null
-	"$here/plot.sh" -o "$out/bandwidth.png" \
+	"$top/bench/plot/plot.sh" -o "$out/bandwidth.png" \
 		-t "Bandwidth, window of 64, shared memory (median of $reps)" \
 		-y "Bandwidth (MB/s)" "${bw[@]}" >/dev/null
 	echo "plots: $out/latency-small.png $out/latency.png $out/bandwidth.png"

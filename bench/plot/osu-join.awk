@@ -1,7 +1,7 @@
 # osu-join.awk - join OSU-format outputs (rows "size value", '#' lines
 # ignored) into one table: a row per size, ascending, a column per file in
 # argument order, "-" where a file has no row for that size.
-#   awk -v w=WIDTH -f bench/osu-join.awk FILE...     (w: column width, 12)
+#   awk -v w=WIDTH -f bench/plot/osu-join.awk FILE...     (w: column width, 12)
 BEGIN {
 	if (!w) w = 12
 	for (i = 1; i < ARGC; i++) col[ARGV[i]] = i

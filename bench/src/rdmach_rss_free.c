@@ -3,7 +3,7 @@
  * in one process per malloc policy:
  *
  *   rdmach_rss_free linked|cache|tuned    (built by make, linked with rdmach)
- *   rss_free_plain plain                (bench/run-rss.sh builds it from
+ *   rss_free_plain plain                (bench/host/run-rss.sh builds it from
  *                                        this file without rdmach)
  *
  *   plain   Debian's glibc malloc, no rdmach in the process

@@ -2,7 +2,7 @@
 # plot.sh - one PNG of several OSU-format series (latency or bandwidth
 # against message size, log2 size axis), like the papers' figures.
 #
-#   bench/plot.sh -o OUT.png -t TITLE -y YLABEL [-l] [-x MIN:MAX] LABEL=FILE...
+#   bench/plot/plot.sh -o OUT.png -t TITLE -y YLABEL [-l] [-x MIN:MAX] LABEL=FILE...
 #     -l         logarithmic y axis (latency over the whole size range)
 #     -x MIN:MAX only sizes in this range (bytes; K/M suffixes)
 #   FILE: rows "size value" as the benchmarks print them; '#' lines ignored;

@@ -12,7 +12,7 @@
 # The guest CPU is emulated (~6.6x slower) and the host is shared: only
 # ratios within one run mean something; check `uptime` first.
 #
-#   bench/run-zcopy-vm.sh          (builds O=build-zcopy if needed)
+#   bench/vm/run-zcopy-vm.sh          (builds O=build-zcopy if needed)
 # Environment: O (build dir, default build-zcopy), BENCH_RESULTS (default
 # results/zcopy-YYYYmmdd-HHMMSS), ZC_SIZES (default 64K:4M), ZC_ITERS (64),
 # ZC_ROUNDS (3: alternating ib_read_bw / zero-copy / copy runs at 4 MiB),
@@ -20,7 +20,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(dirname "$here")
+top=$(cd "$here/../.." && pwd)
 O=${O:-build-zcopy}
 case $O in /*) ;; *) O=$top/$O ;; esac
 sizes=${ZC_SIZES:-64K:4M}
@@ -107,7 +107,7 @@ else
 	[ -x "$vm" ] || vm=/work/shared/softroce/run-in-vm.sh
 	RDMACH_VM_PASSENV="$(env | sed -n 's/^\(RDMACH_[A-Z0-9_]*\)=.*/\1/p' |
 		tr '\n' ' ') ZC_SIZES ZC_ITERS ZC_ROUNDS" RDMACH_VM_TIMEOUT=1500 \
-		"$vm" "$top" "bench/run-zcopy-vm.sh --inner $(printf %q "$out") $(printf %q "$O")" ||
+		"$vm" "$top" "bench/vm/run-zcopy-vm.sh --inner $(printf %q "$out") $(printf %q "$O")" ||
 		exit 1
 fi
 

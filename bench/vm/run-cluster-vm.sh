@@ -18,7 +18,7 @@
 # bandwidth.  The guest CPU is emulated (~6.6x slower): ratios mean
 # something, absolute figures do not; a busy host disturbs both sides.
 #
-# usage: bench/run-cluster-vm.sh           (build first: make; make mpich)
+# usage: bench/vm/run-cluster-vm.sh           (build first: make; make mpich)
 # env: BENCH_ROUNDS (5)  BENCH_RESULTS (results/cluster-DATE)
 #      BENCH_LINK (switch | direct)
 #      PREFIX (build/mpich-install)  O (build)
@@ -27,7 +27,7 @@
 #                     direct link, see test/vm/README.md)
 # Exit status 0; 1 if a run failed.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 root=$(pwd -P)
 O=${O:-build}
 case $O in /*) ;; *) O=$root/$O ;; esac
@@ -115,14 +115,14 @@ mkdir -p "$out"
 	{ echo "run-cluster-vm: build failed" >&2; exit 1; }
 if [ -x "$PREFIX/bin/mpicc" ]; then
 	for b in mpi_latency mpi_bw; do
-		"$PREFIX/bin/mpicc" -O2 -Ibench -o "$out/$b" "bench/$b.c" -lm || exit 1
+		"$PREFIX/bin/mpicc" -O2 -Ibench/src -o "$out/$b" "bench/src/$b.c" -lm || exit 1
 	done
 else
 	echo "run-cluster-vm: no MPICH ch3:rdma in $PREFIX (make mpich): MPI rows left out" >&2
 fi
 if [ -x /usr/bin/mpicc ]; then	# Debian's MPICH, ch4:ucx
-	/usr/bin/mpicc -O2 -Ibench -o "$out/ucx_latency" bench/mpi_latency.c -lm &&
-		/usr/bin/mpicc -O2 -Ibench -o "$out/ucx_bw" bench/mpi_bw.c -lm || exit 1
+	/usr/bin/mpicc -O2 -Ibench/src -o "$out/ucx_latency" bench/src/mpi_latency.c -lm &&
+		/usr/bin/mpicc -O2 -Ibench/src -o "$out/ucx_bw" bench/src/mpi_bw.c -lm || exit 1
 fi
 echo "host load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
 case ${BENCH_LINK:=switch} in
@@ -133,11 +133,11 @@ esac
 echo "link: $BENCH_LINK" >>"$out/load.txt"
 export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} BENCH_ZCOPY"
 test/vm/vm-cluster.sh -n 2 "${link[@]}" "$root" \
-	"bench/run-cluster-vm.sh --in-vm $(printf %q "$out") $rounds" ||
+	"bench/vm/run-cluster-vm.sh --in-vm $(printf %q "$out") $rounds" ||
 	{ echo "run-cluster-vm: the cluster run failed" >&2; exit 1; }
 echo "host load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/load.txt"
 
-. bench/stats.sh
+. bench/lib/stats.sh
 row() {	# LABEL FILE UNIT: the values, median, spread
 	local f=$out/$2 m lo hi
 	[ -s "$f" ] || { printf '| %s | (no run) | | |\n' "$1"; return; }

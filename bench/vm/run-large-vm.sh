@@ -13,7 +13,7 @@
 #      the choice does on such a machine, run on this one);
 #   4. if an MPICH built with ch3:rdma is found (MPICH=prefix; default
 #      build/mpich-install, else /work/ci-base/build/mpich-install), the
-#      MPI loops of bench/mpi_large_loop.c (alloc-send-free, malloc-free,
+#      MPI loops of bench/src/mpi_large_loop.c (alloc-send-free, malloc-free,
 #      reuse) under RDMACH_LARGE=auto with RDMACH_STATS=1.  This tree's
 #      librdmach.so is LD_PRELOADed over the copy linked into that libmpi
 #      (it exports rdmach_*; the CH3 channel calls only the public API),
@@ -24,8 +24,8 @@
 # ratios within one run mean something; check `uptime` first (the script
 # records it before and after).
 #
-#   bench/run-large-vm.sh              (builds O=build if needed)
-#   bench/run-large-vm.sh --report DIR (tables and plots again)
+#   bench/vm/run-large-vm.sh              (builds O=build if needed)
+#   bench/vm/run-large-vm.sh --report DIR (tables and plots again)
 # Environment: O (build dir), BENCH_RESULTS (results/large-DATE),
 #   LARGE_SIZES (16K:16M), LARGE_REUSED (100), LARGE_FRESH (10),
 #   LARGE_CAP (64M: bytes per size and direction of the reused loop),
@@ -36,7 +36,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(dirname "$here")
+top=$(cd "$here/../.." && pwd)
 O=${O:-build}
 case $O in /*) ;; *) O=$top/$O ;; esac
 sizes=${LARGE_SIZES:-16K:16M}
@@ -220,7 +220,7 @@ report() {
 			args+=("model superpipeline=$out/model-spipe.txt"
 			       "model zcopy, cache hit=$out/model-zcopy-hit.txt")
 		fi
-		"$here/plot.sh" -o "$out/large-$kind.png" -x "$sizes" \
+		"$top/bench/plot/plot.sh" -o "$out/large-$kind.png" -x "$sizes" \
 			-t "Ping-pong bandwidth, $kind $([ $kind = first ] && echo 'touch (fresh buffers)' || echo 'of many (reused buffer)'), Soft-RoCE" \
 			-y "Bandwidth (MB/s)" "${args[@]}" >/dev/null ||
 			echo "run-large-vm: plot $kind failed" >&2
@@ -252,8 +252,8 @@ main() {
 			[ -x "$m/bin/mpicc" ] && [ -x "$m/bin/mpiexec" ] && { mpich=$m; break; }
 		done
 		if [ -n "$mpich" ]; then
-			"$mpich/bin/mpicc" -O2 -I"$here" -o "$out/mpi_large_loop" \
-				"$here/mpi_large_loop.c" || mpich=
+			"$mpich/bin/mpicc" -O2 -I"$top/bench/src" -o "$out/mpi_large_loop" \
+				"$top/bench/src/mpi_large_loop.c" || mpich=
 		else
 			echo "run-large-vm: no ch3:rdma MPICH found: MPI loops skipped" >&2
 		fi
