@@ -60,7 +60,7 @@
  *  - acked_id (reader) is the last rendezvous fully read: RELEASE after the
  *    cross-memory read, ACQUIRE by the writer before it reports the bytes.
  *  - crossing (writer) is a hint, RELAXED both ways: the writer sees its
- *    large messages cross the reader's (shm.c, shm_rx_large_start), so
+ *    large messages cross the reader's (shm_rndv.c, shm_rx_large_start), so
  *    that both sides choose CMA for them alike.  No data depends on it.
  *  - Copy area: a slot's flag holds the byte count of the chunk in it, or 0
  *    when the slot is free.  The writer waits (ACQUIRE load) for 0, fills
@@ -73,16 +73,7 @@
  *    the first chunk of its message, and the reader touches the slots only
  *    while such a packet is at its head.  A chunk never holds bytes of two
  *    messages.
- *  - Doorbell (struct shm_bell, one per process in its segment header,
- *    used only when its owner set `on`): a process about to sleep adds
- *    itself to `sleepers` (a locked RMW: a full barrier), reads `seq`,
- *    polls every ring, and sleeps in FUTEX_WAIT on `seq` while it still
- *    holds that value.  A peer that changed anything its owner may wait
- *    for (a header, a tail, a copy-area flag, acked_id, a close flag)
- *    issues a SEQ_CST fence and, if `sleepers` is non-zero, increments
- *    `seq` (RELEASE) and calls FUTEX_WAKE.  Either the sleeper's poll sees
- *    the change, or the peer sees the sleeper and moves `seq` past the
- *    value it waits on (Dekker's pattern: both sides store, fence, load).
+ *  - The doorbell (struct shm_bell) has its contract in shm_live.h.
  */
 #ifndef RDMACH_SHM_RING_H
 #define RDMACH_SHM_RING_H
