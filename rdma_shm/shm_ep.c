@@ -325,7 +325,7 @@ int shm_consume(struct rdmach_conn *conn, size_t n)
 /* The payload of a one-packet put into the ring at dst: one piece, or
  * the common pair (CH3's header and a small payload) by direct copies,
  * anything else by the cursor walk (MPI_Isend of 8 B: ~80 fewer
- * instructions than the walk, bench/run-msgcost.sh). */
+ * instructions than the walk, bench/host/run-msgcost.sh). */
 static inline void shm_gather_pkt(uint8_t *dst, const struct iovec *iov,
 				  int iovcnt, size_t total)
 {

@@ -170,7 +170,7 @@ RDMACH_KNOB_TABLE(shm, shm_knobs);
 #define SHM_PIPE_AREA_FEW_PROCS 16
 
 /* RDMACH_SHM_CMA_USE=auto: the copy area's rate as a fraction of one
- * memcpy's, from bench/raw_shm_large on the 2-vCPU EPYC guest (1 MiB,
+ * memcpy's, from raw_shm_large (bench/src) on the 2-vCPU EPYC guest (1 MiB,
  * window of 64, SCHED_FIFO, README): in cache it moves 26-27 GB/s where
  * memcpy does 44 (the second core reads lines the first one has just
  * written), from memory 15-17 GB/s where memcpy does 13-17 (both copies
