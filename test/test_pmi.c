@@ -22,11 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "lib/tst.h"
+#include "rdmach.h"
 #include "rdmach_launch.h"
 #include "rdmach_pmi.h"
 
@@ -435,6 +437,299 @@ static int child_main(int rank, void *arg)
 	return 99;
 }
 
+/* ===================== a scripted PMI server =========================== */
+
+/* The cases below (fake_*) play a hostile or broken PMI server: a child
+ * process reads the client's request lines and answers each with the next
+ * scripted reply, verbatim (several lines, or a line without its end);
+ * FAKE_SILENT reads the request, answers nothing and closes the socket
+ * 3 s later, so that a client without a timeout fails instead of hanging.
+ * After the last reply the server shuts its side: a client that waits for
+ * more reads the end of the connection. */
+#define FAKE_SILENT ((const char *)1)
+#define FAKE_INIT "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+#define FAKE_MAXES "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"
+#define FAKE_KVS "cmd=my_kvsname kvsname=kvs_fake\n"
+#define FAKE_FIN "cmd=finalize_ack\n"
+
+static void fake_serve(int fd, const char *const *replies)
+{
+	char line[4096];
+
+	for (; *replies; replies++) {
+		if (raw_line(fd, line, sizeof(line)))
+			_exit(0);
+		if (*replies == FAKE_SILENT) {
+			sleep(3);
+			_exit(0);
+		}
+		if (raw_send(fd, *replies))
+			_exit(0);
+	}
+	shutdown(fd, SHUT_WR);
+	while (read(fd, line, sizeof(line)) > 0)
+		;
+	_exit(0);
+}
+
+/* Start the server; the client's end is PMI_FD of rank 0 of size. */
+static pid_t fake_start(const char *const *replies, const char *size)
+{
+	char fd[16];
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		fake_serve(sv[1], replies);
+	}
+	close(sv[1]);
+	snprintf(fd, sizeof(fd), "%d", sv[0]);
+	setenv("PMI_FD", fd, 1);
+	setenv("PMI_RANK", "0", 1);
+	setenv("PMI_SIZE", size, 1);
+	return pid;
+}
+
+static void fake_end(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	unsetenv("PMI_FD");
+	unsetenv("PMI_RANK");
+	unsetenv("PMI_SIZE");
+}
+
+/* rdmach_pmi_init against the server: its error; *pmip NULL on failure. */
+static int fake_init(pid_t pid, rdmach_pmi_t **pmip, rdmach_oob_t *oob)
+{
+	*pmip = NULL;
+	return pid < 0 ? -ECHILD : rdmach_pmi_init(pmip, oob);
+}
+
+/* Init, one call (put "k" or barrier), finalize under the server; what the
+ * call returned, how long it took, what was printed. */
+static int fake_call(struct tst *t, const char *const *replies, int barrier,
+		     double *secs, char *msg, size_t len)
+{
+	pid_t pid = fake_start(replies, "1");
+	struct tst_capture cap;
+	rdmach_pmi_t *pmi;
+	rdmach_oob_t oob;
+	uint64_t t0;
+	int ret, err = tst_capture_begin(&cap, 0);
+
+	ret = fake_init(pid, &pmi, &oob);
+	t0 = rdmach_now_ns();
+	if (!ret)
+		ret = barrier ? rdmach_pmi_barrier(pmi) :
+				oob.put(oob.arg, "k", "v");
+	*secs = (double)(rdmach_now_ns() - t0) / 1e9;
+	if (pmi)
+		rdmach_pmi_finalize(pmi);
+	msg[0] = '\0';
+	if (!err)
+		tst_capture_end(t, &cap, msg, len);
+	fake_end(pid);
+	return ret;
+}
+
+/* A server that stops answering: -ETIMEDOUT after the knob's time, and a
+ * message naming the command waited for and the timeout. */
+static int fake_timeout(struct tst *t)
+{
+	static const char *const silent[] = { FAKE_INIT, FAKE_MAXES,
+					      FAKE_KVS, FAKE_SILENT, NULL };
+	char msg[2048];
+	double secs;
+	int ret;
+
+	setenv("RDMACH_PMI_TIMEOUT_MS", "300", 1);
+	ret = fake_call(t, silent, 0, &secs, msg, sizeof(msg));
+	unsetenv("RDMACH_PMI_TIMEOUT_MS");
+	TST_CHECK(t, ret == -ETIMEDOUT && secs >= 0.29 && secs < 2.5,
+		  "put to a silent server: %d (%s) after %.2f s", ret,
+		  tst_errname(ret), secs);
+	TST_CHECK(t, strstr(msg, "PMI put: no reply (cmd=put_result) from the "
+			    "PMI server within 300 ms (RDMACH_PMI_TIMEOUT_MS)"),
+		  "put timeout message: \"%.300s\"", msg);
+
+	setenv("RDMACH_PMI_FENCE_TIMEOUT_MS", "300", 1);
+	ret = fake_call(t, silent, 1, &secs, msg, sizeof(msg));
+	unsetenv("RDMACH_PMI_FENCE_TIMEOUT_MS");
+	TST_CHECK(t, ret == -ETIMEDOUT && secs >= 0.29 && secs < 2.5,
+		  "barrier with a silent server: %d (%s) after %.2f s", ret,
+		  tst_errname(ret), secs);
+	TST_CHECK(t, strstr(msg, "PMI barrier: no reply (cmd=barrier_out) "
+			    "from the PMI server within 300 ms "
+			    "(RDMACH_PMI_FENCE_TIMEOUT_MS)"),
+		  "barrier timeout message: \"%.300s\"", msg);
+	return 0;
+}
+
+/* An endless reply line after huge announced maxima: refused once past
+ * what the (clamped) maxima allow, not buffered. */
+static int fake_long_line(struct tst *t)
+{
+	const size_t big = 4u << 20;
+	char *line = malloc(big + 1), msg[2048] = "";
+	const char *replies[] = { FAKE_INIT,
+		"cmd=maxes kvsname_max=256 keylen_max=64 "
+		"vallen_max=99999999999999\n", line, NULL };
+	struct tst_capture cap;
+	rdmach_pmi_t *pmi;
+	rdmach_oob_t oob;
+	int ret, err;
+	pid_t pid;
+
+	if (!line)
+		return tst_fail(t, "malloc");
+	memset(line, 'a', big);
+	line[big] = '\0';
+	pid = fake_start(replies, "1");
+	err = tst_capture_begin(&cap, 0);
+	ret = fake_init(pid, &pmi, &oob);
+	if (!err)
+		tst_capture_end(t, &cap, msg, sizeof(msg));
+	if (pmi)
+		rdmach_pmi_finalize(pmi);
+	fake_end(pid);
+	free(line);
+	TST_CHECK(t, ret == -EMSGSIZE, "a 4 MiB reply line: %d (%s)", ret,
+		  tst_errname(ret));
+	TST_CHECK(t, strstr(msg, "PMI get_my_kvsname: reply (cmd=my_kvsname "
+			    "expected) longer than 66368 bytes"),
+		  "long line message: \"%.300s\"", msg);
+	return 0;
+}
+
+/* Two gets against a server whose first reply holds a second line (a
+ * newline inside a value): the first is a protocol error, and the stale
+ * line answers nothing. */
+static int fake_lock_step(struct tst *t)
+{
+	static const char *const replies[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
+		"cmd=get_result rc=0 msg=success value=abc\n"
+		"cmd=get_result rc=0 msg=success value=STALE\n",
+		"cmd=get_result rc=0 msg=success value=fresh\n", FAKE_FIN,
+		NULL };
+	pid_t pid = fake_start(replies, "1");
+	char v1[64] = "", v2[64] = "", msg[2048] = "";
+	struct tst_capture cap;
+	rdmach_pmi_t *pmi;
+	rdmach_oob_t oob;
+	int r1 = -1, r2 = -1, err = tst_capture_begin(&cap, 0);
+
+	if (!fake_init(pid, &pmi, &oob)) {
+		r1 = oob.get(oob.arg, "k1", v1, sizeof(v1));
+		r2 = oob.get(oob.arg, "k2", v2, sizeof(v2));
+		rdmach_pmi_finalize(pmi);
+	}
+	if (!err)
+		tst_capture_end(t, &cap, msg, sizeof(msg));
+	fake_end(pid);
+	TST_CHECK(t, r1 == -EPROTO && strstr(msg, "PMI get: the PMI server sent "
+			    "more than one line in reply"),
+		  "a two-line reply: %d (%s) \"%s\", message \"%.300s\"", r1,
+		  tst_errname(r1), v1, msg);
+	TST_CHECK(t, r2 == 0 && !strcmp(v2, "fresh"), "the get after it: %d "
+		  "(%s) \"%s\" (a stale line taken as its reply?)", r2,
+		  tst_errname(r2), v2);
+	return 0;
+}
+
+/* The server's text reaches messages escaped: no control character. */
+static int fake_escape(struct tst *t)
+{
+	static const char *const replies[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
+		"cmd=get_result rc=-1 msg=\033]0;pwned\007\n",
+		"cmd=\033[2Jbogus\n", FAKE_FIN, NULL };
+	pid_t pid = fake_start(replies, "1");
+	char v[64], msg[2048] = "";
+	struct tst_capture cap;
+	rdmach_pmi_t *pmi;
+	rdmach_oob_t oob;
+	int r1 = -1, r2 = -1, err = tst_capture_begin(&cap, 0);
+
+	if (!fake_init(pid, &pmi, &oob)) {
+		r1 = oob.get(oob.arg, "k1", v, sizeof(v));
+		r2 = oob.get(oob.arg, "k2", v, sizeof(v));
+		rdmach_pmi_finalize(pmi);
+	}
+	if (!err)
+		tst_capture_end(t, &cap, msg, sizeof(msg));
+	fake_end(pid);
+	TST_CHECK(t, r1 == -ENOENT && r2 == -EPROTO, "gets: %d (%s), %d (%s)",
+		  r1, tst_errname(r1), r2, tst_errname(r2));
+	TST_CHECK(t, strstr(msg, "rc=-1 (\\x1b]0;pwned\\x07)") &&
+		  strstr(msg, "expected cmd=get_result from the PMI server, "
+			 "got \"cmd=\\x1b[2Jbogus\""),
+		  "the server's text not quoted escaped: \"%.400s\"", msg);
+	TST_CHECK(t, !strchr(msg, '\033') && !strchr(msg, '\007'),
+		  "a control character reached the message: \"%.400s\"", msg);
+	return 0;
+}
+
+/* rdmach_init on what a server announced; its error, and what it printed. */
+static int fake_rdmach_init(struct tst *t, const char *maxes,
+			    const char *size, char *msg, size_t len)
+{
+	const char *const replies[] = { FAKE_INIT, maxes, FAKE_KVS, FAKE_FIN,
+					NULL };
+	pid_t pid = fake_start(replies, size);
+	struct tst_capture cap;
+	rdmach_ctx_t *ctx = NULL;
+	rdmach_pmi_t *pmi;
+	rdmach_oob_t oob;
+	int ret, err = tst_capture_begin(&cap, 0);
+
+	ret = fake_init(pid, &pmi, &oob);
+	if (!ret)
+		ret = rdmach_init(&ctx, &oob);
+	if (ctx)
+		rdmach_finalize(&ctx);
+	if (pmi)
+		rdmach_pmi_finalize(pmi);
+	msg[0] = '\0';
+	if (!err)
+		tst_capture_end(t, &cap, msg, len);
+	fake_end(pid);
+	return ret;
+}
+
+/* Every refusal of what the server announced says what, the value and the
+ * limit. */
+static int fake_limits(struct tst *t)
+{
+	char msg[2048];
+	int ret;
+
+	ret = fake_rdmach_init(t, "cmd=maxes kvsname_max=256 keylen_max=64 "
+			       "vallen_max=64\n", "1", msg, sizeof(msg));
+	TST_CHECK(t, ret == -EINVAL && strstr(msg, "the oob carries values of "
+					      "63 bytes at most; rdmach needs 64"),
+		  "vallen_max=64: %d (%s), message \"%.300s\"", ret,
+		  tst_errname(ret), msg);
+	ret = fake_rdmach_init(t, FAKE_MAXES, "2147483647", msg, sizeof(msg));
+	TST_CHECK(t, ret == -EINVAL && strstr(msg, "rank 0 of size 2147483647: "
+					      "the size must be 1 to 16777216"),
+		  "PMI_SIZE=2^31-1: %d (%s), message \"%.300s\"", ret,
+		  tst_errname(ret), msg);
+	ret = fake_rdmach_init(t, "cmd=maxes kvsname_max=256 keylen_max=64 "
+			       "vallen_max=2000junk\n", "1", msg, sizeof(msg));
+	TST_CHECK(t, ret == -EPROTO && strstr(msg, "PMI get_maxes: "
+					      "vallen_max=2000junk is missing or not a number"),
+		  "vallen_max=2000junk: %d (%s), message \"%.300s\"", ret,
+		  tst_errname(ret), msg);
+	return 0;
+}
+
 struct run {
 	int ret;
 	struct rdmach_launch_result res;
@@ -728,6 +1023,16 @@ static const struct tst_case pmi_cases[] = {
 	{ "launcher_death", 1, launcher_death, TST_UNIT | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "launch_self", 1, launch_self, TST_UNIT | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "fake_timeout", 1, fake_timeout, TST_UNIT | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "fake_long_line", 1, fake_long_line, TST_UNIT | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "fake_lock_step", 1, fake_lock_step, TST_UNIT | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "fake_escape", 1, fake_escape, TST_UNIT | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "fake_limits", 1, fake_limits, TST_UNIT | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
 };
 #define PMI_NCASES ((int)(sizeof(pmi_cases) / sizeof(pmi_cases[0])))
