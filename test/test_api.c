@@ -291,10 +291,28 @@ static int api_unknown_knob(struct tst *t)
 	return 0;
 }
 
+/* rdmach_knob_get(name) with name=value set for the call; what it
+ * printed in msg. */
+static int api_knob_get_with(struct tst *t, const char *name,
+			     const char *value, uint64_t *v, char *msg,
+			     size_t len)
+{
+	struct tst_capture cap;
+	int ret, err;
+
+	setenv(name, value, 1);
+	err = tst_capture_begin(&cap, 0);
+	ret = rdmach_knob_get(name, v);
+	msg[0] = '\0';
+	if (!err)
+		tst_capture_end(t, &cap, msg, len);
+	unsetenv(name);
+	return ret;
+}
+
 /* rdmach_knob_get(): what the CH3 channel reads its knobs with. */
 static int api_knob_get(struct tst *t)
 {
-	struct tst_capture cap;
 	uint64_t v = 7;
 	char msg[1024];
 	int ret;
@@ -328,26 +346,17 @@ static int api_knob_get(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_NO_SUCH_KNOB", &v), -ENOENT);
 	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_TRANSPORT", &v), -ENOENT);
 	TST_CHECK_EQ(t, rdmach_knob_get(NULL, &v), -EINVAL);
-	setenv("RDMACH_CH3_RX_STAGING", "", 1);	/* set but empty */
-	ret = tst_capture_begin(&cap, 0);
-	if (ret)
-		return tst_fail(t, "capturing stderr: %s", strerror(-ret));
 	v = 7;
-	ret = rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v);
-	tst_capture_end(t, &cap, msg, sizeof(msg));
+	ret = api_knob_get_with(t, "RDMACH_CH3_RX_STAGING", "", &v, msg,
+				sizeof(msg));
 	TST_CHECK(t, ret == -EINVAL && v == 7 &&
 		  strstr(msg, "RDMACH_CH3_RX_STAGING is set but empty"),
 		  "RDMACH_CH3_RX_STAGING=\"\": %d (%s), value %llu, message "
 		  "\"%.200s\"", ret, tst_errname(ret),
 		  (unsigned long long)v, msg);
-	setenv("RDMACH_CH3_RX_STAGING", "100", 1);	/* below its minimum */
-	ret = tst_capture_begin(&cap, 0);
-	if (ret)
-		return tst_fail(t, "capturing stderr: %s", strerror(-ret));
-	v = 7;
-	ret = rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v);
-	tst_capture_end(t, &cap, msg, sizeof(msg));
-	unsetenv("RDMACH_CH3_RX_STAGING");
+	/* below its minimum */
+	ret = api_knob_get_with(t, "RDMACH_CH3_RX_STAGING", "100", &v, msg,
+				sizeof(msg));
 	TST_CHECK(t, ret == -EINVAL && v == 7, "RDMACH_CH3_RX_STAGING=100: "
 		  "%d (%s), value %llu", ret, tst_errname(ret),
 		  (unsigned long long)v);

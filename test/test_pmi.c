@@ -506,38 +506,73 @@ static void fake_end(pid_t pid)
 	unsetenv("PMI_SIZE");
 }
 
-/* rdmach_pmi_init against the server: its error; *pmip NULL on failure. */
-static int fake_init(pid_t pid, rdmach_pmi_t **pmip, rdmach_oob_t *oob)
+/* What a case does under the scripted server after rdmach_pmi_init. */
+enum fake_act {
+	FAKE_ACT_INIT,		/* nothing more */
+	FAKE_ACT_PUT,		/* put k=v */
+	FAKE_ACT_BARRIER,	/* rdmach_pmi_barrier */
+	FAKE_ACT_GETS,		/* get k1, then k2 */
+	FAKE_ACT_RDMACH,	/* rdmach_init on the PMI oob */
+};
+
+struct fake_run {
+	enum fake_act act;
+	const char *size;	/* PMI_SIZE */
+	int ret[2];		/* init's or the action's error; k2's get */
+	char val[2][64];	/* FAKE_ACT_GETS: the values */
+	double secs;		/* how long the action took */
+	char msg[2048];		/* what was printed */
+};
+
+static int fake_act(struct fake_run *run, rdmach_pmi_t *pmi,
+		    const rdmach_oob_t *oob)
 {
-	*pmip = NULL;
-	return pid < 0 ? -ECHILD : rdmach_pmi_init(pmip, oob);
+	rdmach_ctx_t *ctx = NULL;
+	int ret;
+
+	switch (run->act) {
+	case FAKE_ACT_PUT:
+		return oob->put(oob->arg, "k", "v");
+	case FAKE_ACT_BARRIER:
+		return rdmach_pmi_barrier(pmi);
+	case FAKE_ACT_GETS:
+		ret = oob->get(oob->arg, "k1", run->val[0], 64);
+		run->ret[1] = oob->get(oob->arg, "k2", run->val[1], 64);
+		return ret;
+	case FAKE_ACT_RDMACH:
+		ret = rdmach_init(&ctx, oob);
+		if (ctx)
+			rdmach_finalize(&ctx);
+		return ret;
+	default:
+		return 0;
+	}
 }
 
-/* Init, one call (put "k" or barrier), finalize under the server; what the
- * call returned, how long it took, what was printed. */
-static int fake_call(struct tst *t, const char *const *replies, int barrier,
-		     double *secs, char *msg, size_t len)
+/* Init and run->act under a server answering with replies, stderr
+ * captured; the client finalizes. */
+static void fake_run(struct tst *t, const char *const *replies,
+		     struct fake_run *run)
 {
-	pid_t pid = fake_start(replies, "1");
+	pid_t pid = fake_start(replies, run->size ? run->size : "1");
 	struct tst_capture cap;
-	rdmach_pmi_t *pmi;
+	rdmach_pmi_t *pmi = NULL;
 	rdmach_oob_t oob;
 	uint64_t t0;
-	int ret, err = tst_capture_begin(&cap, 0);
+	int err = tst_capture_begin(&cap, 0);
 
-	ret = fake_init(pid, &pmi, &oob);
+	run->ret[1] = -1;
+	run->val[0][0] = run->val[1][0] = run->msg[0] = '\0';
+	run->ret[0] = pid < 0 ? -ECHILD : rdmach_pmi_init(&pmi, &oob);
 	t0 = rdmach_now_ns();
-	if (!ret)
-		ret = barrier ? rdmach_pmi_barrier(pmi) :
-				oob.put(oob.arg, "k", "v");
-	*secs = (double)(rdmach_now_ns() - t0) / 1e9;
-	if (pmi)
+	if (!run->ret[0])
+		run->ret[0] = fake_act(run, pmi, &oob);
+	run->secs = (double)(rdmach_now_ns() - t0) / 1e9;
+	if (!run->ret[0] || pmi)
 		rdmach_pmi_finalize(pmi);
-	msg[0] = '\0';
 	if (!err)
-		tst_capture_end(t, &cap, msg, len);
+		tst_capture_end(t, &cap, run->msg, sizeof(run->msg));
 	fake_end(pid);
-	return ret;
 }
 
 /* A server that stops answering: -ETIMEDOUT after the knob's time, and a
@@ -546,30 +581,31 @@ static int fake_timeout(struct tst *t)
 {
 	static const char *const silent[] = { FAKE_INIT, FAKE_MAXES,
 					      FAKE_KVS, FAKE_SILENT, NULL };
-	char msg[2048];
-	double secs;
-	int ret;
+	struct fake_run run = { .act = FAKE_ACT_PUT };
 
 	setenv("RDMACH_PMI_TIMEOUT_MS", "300", 1);
-	ret = fake_call(t, silent, 0, &secs, msg, sizeof(msg));
+	fake_run(t, silent, &run);
 	unsetenv("RDMACH_PMI_TIMEOUT_MS");
-	TST_CHECK(t, ret == -ETIMEDOUT && secs >= 0.29 && secs < 2.5,
-		  "put to a silent server: %d (%s) after %.2f s", ret,
-		  tst_errname(ret), secs);
-	TST_CHECK(t, strstr(msg, "PMI put: no reply (cmd=put_result) from the "
-			    "PMI server within 300 ms (RDMACH_PMI_TIMEOUT_MS)"),
-		  "put timeout message: \"%.300s\"", msg);
+	TST_CHECK(t, run.ret[0] == -ETIMEDOUT && run.secs >= 0.29 &&
+		  run.secs < 2.5, "put to a silent server: %d (%s) after "
+		  "%.2f s", run.ret[0], tst_errname(run.ret[0]), run.secs);
+	TST_CHECK(t, strstr(run.msg, "PMI put: no reply (cmd=put_result) from "
+			    "the PMI server within 300 ms "
+			    "(RDMACH_PMI_TIMEOUT_MS)"),
+		  "put timeout message: \"%.300s\"", run.msg);
 
+	run.act = FAKE_ACT_BARRIER;
 	setenv("RDMACH_PMI_FENCE_TIMEOUT_MS", "300", 1);
-	ret = fake_call(t, silent, 1, &secs, msg, sizeof(msg));
+	fake_run(t, silent, &run);
 	unsetenv("RDMACH_PMI_FENCE_TIMEOUT_MS");
-	TST_CHECK(t, ret == -ETIMEDOUT && secs >= 0.29 && secs < 2.5,
-		  "barrier with a silent server: %d (%s) after %.2f s", ret,
-		  tst_errname(ret), secs);
-	TST_CHECK(t, strstr(msg, "PMI barrier: no reply (cmd=barrier_out) "
+	TST_CHECK(t, run.ret[0] == -ETIMEDOUT && run.secs >= 0.29 &&
+		  run.secs < 2.5, "barrier with a silent server: %d (%s) "
+		  "after %.2f s", run.ret[0], tst_errname(run.ret[0]),
+		  run.secs);
+	TST_CHECK(t, strstr(run.msg, "PMI barrier: no reply (cmd=barrier_out) "
 			    "from the PMI server within 300 ms "
 			    "(RDMACH_PMI_FENCE_TIMEOUT_MS)"),
-		  "barrier timeout message: \"%.300s\"", msg);
+		  "barrier timeout message: \"%.300s\"", run.msg);
 	return 0;
 }
 
@@ -578,40 +614,28 @@ static int fake_timeout(struct tst *t)
 static int fake_long_line(struct tst *t)
 {
 	const size_t big = 4u << 20;
-	char *line = malloc(big + 1), msg[2048] = "";
+	char *line = malloc(big + 1);
 	const char *replies[] = { FAKE_INIT,
 		"cmd=maxes kvsname_max=256 keylen_max=64 "
 		"vallen_max=99999999999999\n", line, NULL };
-	struct tst_capture cap;
-	rdmach_pmi_t *pmi;
-	rdmach_oob_t oob;
-	int ret, err;
-	pid_t pid;
+	struct fake_run run = { .act = FAKE_ACT_INIT };
 
 	if (!line)
 		return tst_fail(t, "malloc");
 	memset(line, 'a', big);
 	line[big] = '\0';
-	pid = fake_start(replies, "1");
-	err = tst_capture_begin(&cap, 0);
-	ret = fake_init(pid, &pmi, &oob);
-	if (!err)
-		tst_capture_end(t, &cap, msg, sizeof(msg));
-	if (pmi)
-		rdmach_pmi_finalize(pmi);
-	fake_end(pid);
+	fake_run(t, replies, &run);
 	free(line);
-	TST_CHECK(t, ret == -EMSGSIZE, "a 4 MiB reply line: %d (%s)", ret,
-		  tst_errname(ret));
-	TST_CHECK(t, strstr(msg, "PMI get_my_kvsname: reply (cmd=my_kvsname "
-			    "expected) longer than 66368 bytes"),
-		  "long line message: \"%.300s\"", msg);
+	TST_CHECK(t, run.ret[0] == -EMSGSIZE, "a 4 MiB reply line: %d (%s)",
+		  run.ret[0], tst_errname(run.ret[0]));
+	TST_CHECK(t, strstr(run.msg, "PMI get_my_kvsname: reply "
+			    "(cmd=my_kvsname expected) longer than 66368 "
+			    "bytes"), "long line message: \"%.300s\"", run.msg);
 	return 0;
 }
 
-/* Two gets against a server whose first reply holds a second line (a
- * newline inside a value): the first is a protocol error, and the stale
- * line answers nothing. */
+/* A first reply that holds a second line (a newline inside a value) is a
+ * protocol error, and the stale line answers nothing. */
 static int fake_lock_step(struct tst *t)
 {
 	static const char *const replies[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
@@ -619,28 +643,17 @@ static int fake_lock_step(struct tst *t)
 		"cmd=get_result rc=0 msg=success value=STALE\n",
 		"cmd=get_result rc=0 msg=success value=fresh\n", FAKE_FIN,
 		NULL };
-	pid_t pid = fake_start(replies, "1");
-	char v1[64] = "", v2[64] = "", msg[2048] = "";
-	struct tst_capture cap;
-	rdmach_pmi_t *pmi;
-	rdmach_oob_t oob;
-	int r1 = -1, r2 = -1, err = tst_capture_begin(&cap, 0);
+	struct fake_run run = { .act = FAKE_ACT_GETS };
 
-	if (!fake_init(pid, &pmi, &oob)) {
-		r1 = oob.get(oob.arg, "k1", v1, sizeof(v1));
-		r2 = oob.get(oob.arg, "k2", v2, sizeof(v2));
-		rdmach_pmi_finalize(pmi);
-	}
-	if (!err)
-		tst_capture_end(t, &cap, msg, sizeof(msg));
-	fake_end(pid);
-	TST_CHECK(t, r1 == -EPROTO && strstr(msg, "PMI get: the PMI server sent "
-			    "more than one line in reply"),
-		  "a two-line reply: %d (%s) \"%s\", message \"%.300s\"", r1,
-		  tst_errname(r1), v1, msg);
-	TST_CHECK(t, r2 == 0 && !strcmp(v2, "fresh"), "the get after it: %d "
-		  "(%s) \"%s\" (a stale line taken as its reply?)", r2,
-		  tst_errname(r2), v2);
+	fake_run(t, replies, &run);
+	TST_CHECK(t, run.ret[0] == -EPROTO &&
+		  strstr(run.msg, "PMI get: the PMI server sent more than one "
+			 "line in reply"), "a two-line reply: %d (%s) \"%s\", "
+		  "message \"%.300s\"", run.ret[0], tst_errname(run.ret[0]),
+		  run.val[0], run.msg);
+	TST_CHECK(t, run.ret[1] == 0 && !strcmp(run.val[1], "fresh"),
+		  "the get after it: %d (%s) \"%s\" (a stale line taken as its "
+		  "reply?)", run.ret[1], tst_errname(run.ret[1]), run.val[1]);
 	return 0;
 }
 
@@ -650,83 +663,55 @@ static int fake_escape(struct tst *t)
 	static const char *const replies[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
 		"cmd=get_result rc=-1 msg=\033]0;pwned\007\n",
 		"cmd=\033[2Jbogus\n", FAKE_FIN, NULL };
-	pid_t pid = fake_start(replies, "1");
-	char v[64], msg[2048] = "";
-	struct tst_capture cap;
-	rdmach_pmi_t *pmi;
-	rdmach_oob_t oob;
-	int r1 = -1, r2 = -1, err = tst_capture_begin(&cap, 0);
+	struct fake_run run = { .act = FAKE_ACT_GETS };
 
-	if (!fake_init(pid, &pmi, &oob)) {
-		r1 = oob.get(oob.arg, "k1", v, sizeof(v));
-		r2 = oob.get(oob.arg, "k2", v, sizeof(v));
-		rdmach_pmi_finalize(pmi);
-	}
-	if (!err)
-		tst_capture_end(t, &cap, msg, sizeof(msg));
-	fake_end(pid);
-	TST_CHECK(t, r1 == -ENOENT && r2 == -EPROTO, "gets: %d (%s), %d (%s)",
-		  r1, tst_errname(r1), r2, tst_errname(r2));
-	TST_CHECK(t, strstr(msg, "rc=-1 (\\x1b]0;pwned\\x07)") &&
-		  strstr(msg, "expected cmd=get_result from the PMI server, "
-			 "got \"cmd=\\x1b[2Jbogus\""),
-		  "the server's text not quoted escaped: \"%.400s\"", msg);
-	TST_CHECK(t, !strchr(msg, '\033') && !strchr(msg, '\007'),
-		  "a control character reached the message: \"%.400s\"", msg);
+	fake_run(t, replies, &run);
+	TST_CHECK(t, run.ret[0] == -ENOENT && run.ret[1] == -EPROTO,
+		  "gets: %d (%s), %d (%s)", run.ret[0],
+		  tst_errname(run.ret[0]), run.ret[1],
+		  tst_errname(run.ret[1]));
+	TST_CHECK(t, strstr(run.msg, "rc=-1 (\\x1b]0;pwned\\x07)") &&
+		  strstr(run.msg, "expected cmd=get_result from the PMI "
+			 "server, got \"cmd=\\x1b[2Jbogus\""),
+		  "the server's text not quoted escaped: \"%.400s\"", run.msg);
+	TST_CHECK(t, !strchr(run.msg, '\033') && !strchr(run.msg, '\007'),
+		  "a control character reached the message: \"%.400s\"",
+		  run.msg);
 	return 0;
-}
-
-/* rdmach_init on what a server announced; its error, and what it printed. */
-static int fake_rdmach_init(struct tst *t, const char *maxes,
-			    const char *size, char *msg, size_t len)
-{
-	const char *const replies[] = { FAKE_INIT, maxes, FAKE_KVS, FAKE_FIN,
-					NULL };
-	pid_t pid = fake_start(replies, size);
-	struct tst_capture cap;
-	rdmach_ctx_t *ctx = NULL;
-	rdmach_pmi_t *pmi;
-	rdmach_oob_t oob;
-	int ret, err = tst_capture_begin(&cap, 0);
-
-	ret = fake_init(pid, &pmi, &oob);
-	if (!ret)
-		ret = rdmach_init(&ctx, &oob);
-	if (ctx)
-		rdmach_finalize(&ctx);
-	if (pmi)
-		rdmach_pmi_finalize(pmi);
-	msg[0] = '\0';
-	if (!err)
-		tst_capture_end(t, &cap, msg, len);
-	fake_end(pid);
-	return ret;
 }
 
 /* Every refusal of what the server announced says what, the value and the
  * limit. */
 static int fake_limits(struct tst *t)
 {
-	char msg[2048];
-	int ret;
+	static const char *const small[] = { FAKE_INIT,
+		"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=64\n",
+		FAKE_KVS, FAKE_FIN, NULL };
+	static const char *const junk[] = { FAKE_INIT,
+		"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=2000junk\n",
+		NULL };
+	static const char *const ok[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
+					  FAKE_FIN, NULL };
+	struct fake_run run = { .act = FAKE_ACT_RDMACH };
 
-	ret = fake_rdmach_init(t, "cmd=maxes kvsname_max=256 keylen_max=64 "
-			       "vallen_max=64\n", "1", msg, sizeof(msg));
-	TST_CHECK(t, ret == -EINVAL && strstr(msg, "the oob carries values of "
-					      "63 bytes at most; rdmach needs 64"),
-		  "vallen_max=64: %d (%s), message \"%.300s\"", ret,
-		  tst_errname(ret), msg);
-	ret = fake_rdmach_init(t, FAKE_MAXES, "2147483647", msg, sizeof(msg));
-	TST_CHECK(t, ret == -EINVAL && strstr(msg, "rank 0 of size 2147483647: "
-					      "the size must be 1 to 16777216"),
-		  "PMI_SIZE=2^31-1: %d (%s), message \"%.300s\"", ret,
-		  tst_errname(ret), msg);
-	ret = fake_rdmach_init(t, "cmd=maxes kvsname_max=256 keylen_max=64 "
-			       "vallen_max=2000junk\n", "1", msg, sizeof(msg));
-	TST_CHECK(t, ret == -EPROTO && strstr(msg, "PMI get_maxes: "
-					      "vallen_max=2000junk is missing or not a number"),
-		  "vallen_max=2000junk: %d (%s), message \"%.300s\"", ret,
-		  tst_errname(ret), msg);
+	fake_run(t, small, &run);
+	TST_CHECK(t, run.ret[0] == -EINVAL &&
+		  strstr(run.msg, "the oob carries values of 63 bytes at most; "
+			 "rdmach needs 64"), "vallen_max=64: %d (%s), message "
+		  "\"%.300s\"", run.ret[0], tst_errname(run.ret[0]), run.msg);
+	run.size = "2147483647";
+	fake_run(t, ok, &run);
+	TST_CHECK(t, run.ret[0] == -EINVAL &&
+		  strstr(run.msg, "rank 0 of size 2147483647: the size must be "
+			 "1 to 16777216"), "PMI_SIZE=2^31-1: %d (%s), message "
+		  "\"%.300s\"", run.ret[0], tst_errname(run.ret[0]), run.msg);
+	run.size = NULL;
+	fake_run(t, junk, &run);
+	TST_CHECK(t, run.ret[0] == -EPROTO &&
+		  strstr(run.msg, "PMI get_maxes: vallen_max=2000junk is "
+			 "missing or not a number"), "vallen_max=2000junk: %d "
+		  "(%s), message \"%.300s\"", run.ret[0],
+		  tst_errname(run.ret[0]), run.msg);
 	return 0;
 }
 
