@@ -506,7 +506,7 @@ static int core_publish_why(struct rdmach_ctx *ctx, unsigned mask)
 		return 0;
 	core_why_local(ctx, why, sizeof(why));
 	rdmach_oobval_encode(why, val, ctx->oob.value_max < sizeof(val) ?
-			ctx->oob.value_max + 1 : sizeof(val));
+			     ctx->oob.value_max + 1 : sizeof(val));
 	snprintf(key, sizeof(key), "rdmach-why-%d", ctx->rank);
 	return rdmach_oob_put(ctx, key, val);
 }
@@ -525,7 +525,6 @@ static void core_host_name(const char *hostid, char *buf, size_t len)
 static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
 			  size_t len)
 {
-
 	char key[64], val[3 * CORE_WHY_MAX + 1], esc[128];
 
 	snprintf(key, sizeof(key), "rdmach-why-%d", r);
