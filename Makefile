@@ -197,6 +197,37 @@ nas:
 check: all
 	test/run-tests.sh
 
+# Fuzzing with clang's libFuzzer, in build-fuzz/: each test/fuzz/fuzz_NAME.c
+# is a harness, linked with the library sources it drives, built as they
+# are (FUZZ_SRCS_fuzz_NAME; a new harness is a file there and a line here),
+# seeded from test/fuzz/corpus/fuzz_NAME/.  `make fuzz FUZZ_TIME=60` runs
+# each for that many seconds (test/fuzz/run-fuzz.sh; `make check` runs each
+# for a few).
+FUZZ_CC ?= clang
+FUZZ_O := build-fuzz
+FUZZ_TIME ?= 60
+FUZZ_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
+	-Wno-unused-parameter -pthread -Iinclude -I. -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_SRCS_fuzz_pmi_reply := pmi/pmi.c pmi/pmi_wire.c core/knob.c core/log.c
+FUZZ_SRCS_fuzz_oobval := core/oobval.c core/log.c
+FUZZ_SRCS_fuzz_knob := core/knob.c core/log.c
+FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,%,$(wildcard test/fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_O)/%)
+FUZZ_HDRS := $(wildcard include/*.h core/*.h pmi/*.h)
+
+define FUZZ_RULE
+$(FUZZ_O)/$(1): test/fuzz/$(1).c $(FUZZ_SRCS_$(1)) $(FUZZ_HDRS)
+	@mkdir -p $$(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $$@ test/fuzz/$(1).c $(FUZZ_SRCS_$(1))
+endef
+$(foreach h,$(FUZZ_HARNESSES),$(eval $(call FUZZ_RULE,$(h))))
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	test/fuzz/run-fuzz.sh $(FUZZ_TIME) $(FUZZ_BINS)
+
 # the whole cross-host suite in a cluster of Soft-RoCE VMs (test/vm/README.md)
 check-cluster: all
 	test/run-cluster.sh full
@@ -210,12 +241,13 @@ knobs-doc: $(O)/bin/rdmach_info
 	tools/knobs-doc.sh $(O)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check check-cluster bench knobs-doc clean distclean mpi-bench mpich nas install uninstall
+.PHONY: all check check-cluster bench knobs-doc clean distclean mpi-bench mpich nas install uninstall \
+	fuzz fuzz-build
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

@@ -38,17 +38,22 @@ static int knob_parse_bool(const char *s, uint64_t *out)
 	return -EINVAL;
 }
 
-/* Decimal or 0x number with an optional binary K/M/G suffix (sizes). */
+/* Decimal or 0x hex (a leading 0 is no octal: 0100000 is 100000) with an
+ * optional binary K/M/G suffix (sizes). */
 static int knob_parse_number(const char *s, int allow_suffix, uint64_t *out)
 {
+	int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
 	unsigned long long v;
 	unsigned shift = 0;
 	char *end;
 
-	if (!isdigit((unsigned char)*s))
+	if (hex)
+		s += 2;
+	/* strtoull would take blanks and a sign */
+	if (!(hex ? isxdigit((unsigned char)*s) : isdigit((unsigned char)*s)))
 		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, hex ? 16 : 10);
 	if (errno)
 		return -EINVAL;
 	if (allow_suffix && *end) {
@@ -83,11 +88,27 @@ static int knob_parse(const struct rdmach_knob *k, const char *s,
 	}
 }
 
+/* Set but empty is refused: a script's VAR= meant something, and taking
+ * the default silently would hide it. */
+static int knob_check_empty(const struct rdmach_knob *k, const char *env)
+{
+	if (env && !*env) {
+		rdmach_err("%s is set but empty: give it a value (default %s) "
+			   "or unset it", k->name, k->deflt);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out)
 {
 	const char *env = getenv(k->name);
-	const char *s = env && *env ? env : k->deflt;
+	const char *s = env ? env : k->deflt;
+	char esc[128];
 	uint64_t v;
+
+	if (knob_check_empty(k, env))
+		return -EINVAL;
 
 	/* unset, or set to "auto" as its default says */
 	if (!strcmp(k->deflt, RDMACH_KNOB_AUTO) &&
@@ -95,7 +116,8 @@ int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out)
 		return -ENODATA;
 
 	if (knob_parse(k, s, &v)) {
-		rdmach_err("%s=%s is not a valid %s", k->name, s,
+		rdmach_err("%s=%s is not a valid %s", k->name,
+			   rdmach_log_esc(s, esc, sizeof(esc)),
 			   k->type == RDMACH_KNOB_BOOL ? "boolean (0/1)" :
 			   k->type == RDMACH_KNOB_SIZE ? "size (e.g. 64K)" :
 							 "number");
@@ -107,14 +129,16 @@ int rdmach_knob_u64(const struct rdmach_knob *k, uint64_t *out)
 		return 0;
 	}
 	if (v < k->min || v > k->max) {
-		rdmach_err("%s=%s is out of range [%llu, %llu]%s", k->name, s,
+		rdmach_err("%s=%s is out of range [%llu, %llu]%s", k->name,
+			   rdmach_log_esc(s, esc, sizeof(esc)),
 			   (unsigned long long)k->min,
 			   (unsigned long long)k->max,
 			   k->rules & RDMACH_KNOB_ZERO_OFF ? " (or 0: off)" : "");
 		return -EINVAL;
 	}
 	if ((k->rules & RDMACH_KNOB_POW2) && (v & (v - 1))) {
-		rdmach_err("%s=%s is not a power of two", k->name, s);
+		rdmach_err("%s=%s is not a power of two", k->name,
+			   rdmach_log_esc(s, esc, sizeof(esc)));
 		return -EINVAL;
 	}
 	*out = v;
@@ -264,7 +288,8 @@ int rdmach_knob_check_env(int warn_unknown)
 		name[len] = '\0';
 		k = rdmach_knob_find(name);
 		if (k) {
-			if (k->type != RDMACH_KNOB_STRING &&
+			if (k->type == RDMACH_KNOB_STRING ?
+			    knob_check_empty(k, eq + 1) :
 			    rdmach_knob_u64(k, &v) == -EINVAL)
 				ret = -EINVAL;
 			continue;

@@ -6,7 +6,9 @@
  * lists every module's knobs without knowing the modules.  Getters parse
  * the environment or the default, check the range and log a clear error
  * naming the knob on a bad value.  `rdmach_info` prints every table.
- * Sizes accept K/M/G suffixes (binary).
+ * Numbers are decimal or 0x hex (a leading 0 is not octal); sizes accept
+ * K/M/G suffixes (binary).  A knob set to the empty string is refused by
+ * name, not taken as its default.
  */
 #ifndef RDMACH_CORE_KNOB_H
 #define RDMACH_CORE_KNOB_H

@@ -2,6 +2,7 @@
  * terminal do not interleave inside a line. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -34,4 +35,34 @@ void rdmach_log(int level, const char *fmt, ...)
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
 		return;	/* nowhere left to report it */
+}
+
+const char *rdmach_log_esc(const char *s, char *buf, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+
+	if (len < 4)
+		return len ? (buf[0] = '\0', buf) : "";
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		int plain = ch >= ' ' && ch < 0x7f && ch != '\\';
+		/* room for this byte, and for "..." unless it is the last */
+		size_t room = n + (plain ? 1 : 4) + (s[1] ? 3 : 0) + 1;
+
+		if (room > len) {
+			memcpy(buf + n, "...", 4);
+			return buf;
+		}
+		if (plain) {
+			buf[n++] = (char)ch;
+			continue;
+		}
+		buf[n++] = '\\';
+		buf[n++] = 'x';
+		buf[n++] = hex[ch >> 4];
+		buf[n++] = hex[ch & 15];
+	}
+	buf[n] = '\0';
+	return buf;
 }

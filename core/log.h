@@ -3,6 +3,7 @@
 #ifndef RDMACH_CORE_LOG_H
 #define RDMACH_CORE_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -13,6 +14,12 @@ extern int rdmach_log_rank;	/* -1 before init */
 
 void rdmach_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* s made printable for a message (a foreign string: a peer's or a
+ * server's): bytes outside ' '..'~', and '\\', become \xHH, so that no
+ * control character reaches a terminal; longer than len - 1 bytes, cut
+ * and ended with "...".  Returns buf. */
+const char *rdmach_log_esc(const char *s, char *buf, size_t len);
 
 #define rdmach_err(...) rdmach_log(RDMACH_LOG_ERROR, __VA_ARGS__)
 #define rdmach_warn(...) rdmach_log(RDMACH_LOG_WARN, __VA_ARGS__)

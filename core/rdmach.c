@@ -16,6 +16,7 @@
 #include "iov.h"
 #include "knob.h"
 #include "log.h"
+#include "oobval.h"
 #include "tl.h"
 
 enum { CORE_KNOB_TRANSPORT, CORE_KNOB_VERBOSE, CORE_KNOB_PEER_TIMEOUT,
@@ -78,6 +79,10 @@ static int core_live_slots;	/* slots ever used: the lookup's bound */
 static pthread_mutex_t core_live_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define CORE_WHY_MAX 160
+#define CORE_VALUE_MIN 64	/* an oob value: an address of any transport */
+/* Ranks in a group: far beyond any machine, yet the connection table of
+ * that many stays allocatable (a bogus PMI_SIZE fails with a message). */
+#define CORE_SIZE_MAX (1 << 24)
 
 struct core_ctx_extra {
 	int forced;		/* RDMACH_TL_* from RDMACH_TRANSPORT, or
@@ -304,11 +309,28 @@ static int core_read_knobs(struct core_ctx *c)
 	return 0;
 }
 
+/* Every refusal says what, the value and the limit: an oob filled from a
+ * PMI server's replies is the server's word. */
 static int core_check_oob(const rdmach_oob_t *oob)
 {
-	if (!oob || !oob->put || !oob->get || !oob->fence || oob->size < 1 ||
-	    oob->rank < 0 || oob->rank >= oob->size || oob->value_max < 64)
+	if (!oob || !oob->put || !oob->get || !oob->fence) {
+		rdmach_err("rdmach_init: %s", oob ? "an oob callback is NULL" :
+			   "the oob is NULL");
 		return -EINVAL;
+	}
+	if (oob->size < 1 || oob->size > CORE_SIZE_MAX ||
+	    oob->rank < 0 || oob->rank >= oob->size) {
+		rdmach_err("rdmach_init: rank %d of size %d: the size must be "
+			   "1 to %d and the rank below it", oob->rank,
+			   oob->size, CORE_SIZE_MAX);
+		return -EINVAL;
+	}
+	if (oob->value_max < CORE_VALUE_MIN) {
+		rdmach_err("rdmach_init: the oob carries values of %zu bytes "
+			   "at most; rdmach needs %d", oob->value_max,
+			   CORE_VALUE_MIN);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -375,8 +397,11 @@ int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob)
 		goto err_free;
 	ret = -ENOMEM;
 	c->pub.conns = calloc((size_t)oob->size, sizeof(*c->pub.conns));
-	if (!c->pub.conns)
+	if (!c->pub.conns) {
+		rdmach_err("rdmach_init: no memory for %d connections",
+			   oob->size);
 		goto err_free;
+	}
 	for (i = 0; i < oob->size; i++) {
 		c->pub.conns[i].ctx = &c->pub;
 		c->pub.conns[i].peer = i;
@@ -423,38 +448,6 @@ static void core_hostid(char *buf, size_t len)
 	}
 	host[strcspn(host, " :")] = '\0';
 	snprintf(buf, len, "%s:%s", host, boot);
-}
-
-/* Out-of-band values carry no blanks (PMI-1 splits at them): %XX. */
-static void core_oob_encode(const char *s, char *out, size_t len)
-{
-	size_t n = 0;
-
-	for (; *s && n + 4 < len; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch <= ' ' || ch == '%' || ch >= 0x7f)
-			n += (size_t)snprintf(out + n, len - n, "%%%02X", ch);
-		else
-			out[n++] = (char)ch;
-	}
-	out[n] = '\0';
-}
-
-static void core_oob_decode(char *s)
-{
-	char *w = s;
-	unsigned int ch;
-
-	for (; *s; s++) {
-		if (*s == '%' && sscanf(s + 1, "%2X", &ch) == 1) {
-			*w++ = (char)ch;
-			s += 2;
-		} else {
-			*w++ = *s;
-		}
-	}
-	*w = '\0';
 }
 
 /* Does one of the transports in mask reach other hosts? */
@@ -511,29 +504,35 @@ static int core_publish_why(struct rdmach_ctx *ctx, unsigned mask)
 	if (core_reaches_hosts(mask) || core_forced_local(ctx))
 		return 0;
 	core_why_local(ctx, why, sizeof(why));
-	core_oob_encode(why, val, ctx->oob.value_max < sizeof(val) ?
+	rdmach_oobval_encode(why, val, ctx->oob.value_max < sizeof(val) ?
 			ctx->oob.value_max + 1 : sizeof(val));
 	snprintf(key, sizeof(key), "rdmach-why-%d", ctx->rank);
 	return rdmach_oob_put(ctx, key, val);
 }
 
-/* The host part of a host id. */
+/* The host part of a host id (a peer's text), printable. */
 static void core_host_name(const char *hostid, char *buf, size_t len)
 {
-	snprintf(buf, len, "%.*s", (int)strcspn(hostid, ":"), hostid);
+	char host[CORE_HOSTID_MAX];
+
+	snprintf(host, sizeof(host), "%.*s", (int)strcspn(hostid, ":"),
+		 hostid);
+	rdmach_log_esc(host, buf, len);
 }
 
 /* Why rank r reaches no other host (published by core_publish_why). */
 static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
 			  size_t len)
 {
-	char key[64];
+
+	char key[64], val[3 * CORE_WHY_MAX + 1], esc[128];
 
 	snprintf(key, sizeof(key), "rdmach-why-%d", r);
-	if (ctx->oob.get(ctx->oob.arg, key, buf, len))
+	if (ctx->oob.get(ctx->oob.arg, key, val, sizeof(val)))
 		snprintf(buf, len, "reason unknown");
-	else
-		core_oob_decode(buf);
+	else if (rdmach_oobval_decode(val, buf, len))
+		snprintf(buf, len, "reason unknown (malformed: \"%s\")",
+			 rdmach_log_esc(val, esc, sizeof(esc)));
 }
 
 static int core_exchange_info(struct rdmach_ctx *ctx,
@@ -566,8 +565,10 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 			return ret;
 		info[i].tl_mask = (unsigned)strtoul(val, &colon, 16);
 		if (*colon != ':') {
-			rdmach_err("malformed host id from rank %d: %s", i,
-				   val);
+			char esc[2 * sizeof(val)];
+
+			rdmach_err("malformed host id from rank %d: \"%s\"", i,
+				   rdmach_log_esc(val, esc, sizeof(esc)));
 			return -EPROTO;
 		}
 		snprintf(info[i].hostid, sizeof(info[i].hostid), "%s",
@@ -619,6 +620,7 @@ static int core_report_no_route(struct rdmach_ctx *ctx,
 				const struct core_peer_info *info, int a, int b)
 {
 	char ha[CORE_HOSTID_MAX], hb[CORE_HOSTID_MAX], why[3 * CORE_WHY_MAX];
+	char esc[4 * CORE_WHY_MAX];
 	const int pair[2] = { a, b };
 	int i, n = 0;
 
@@ -635,7 +637,8 @@ static int core_report_no_route(struct rdmach_ctx *ctx,
 		rdmach_err("rank %d on host %s and rank %d on host %s cannot "
 			   "connect: different hosts need the ib transport, "
 			   "and host %s (rank %d) has no usable RDMA device: "
-			   "%s", a, ha, b, hb, r == a ? ha : hb, r, why);
+			   "%s", a, ha, b, hb, r == a ? ha : hb, r,
+			   rdmach_log_esc(why, esc, sizeof(esc)));
 		n++;
 	}
 	return n;
@@ -645,7 +648,7 @@ static void core_report_unreachable(struct rdmach_ctx *ctx,
 				    const struct core_peer_info *info, int a,
 				    int b)
 {
-	char ta[32], tb[32];
+	char ta[32], tb[32], ha[4 * CORE_HOSTID_MAX], hb[4 * CORE_HOSTID_MAX];
 
 	if (core_report_no_route(ctx, info, a, b))
 		return;
@@ -653,8 +656,9 @@ static void core_report_unreachable(struct rdmach_ctx *ctx,
 	core_tl_names(info[b].tl_mask, tb, sizeof(tb));
 	rdmach_err("no transport connects rank %d (host %s, transports: %s) "
 		   "and rank %d (host %s, transports: %s) under "
-		   "RDMACH_TRANSPORT=%s", a, info[a].hostid, ta, b,
-		   info[b].hostid, tb,
+		   "RDMACH_TRANSPORT=%s", a,
+		   rdmach_log_esc(info[a].hostid, ha, sizeof(ha)), ta, b,
+		   rdmach_log_esc(info[b].hostid, hb, sizeof(hb)), tb,
 		   rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]));
 }
 

@@ -6,6 +6,13 @@
  * It reads PMI_FD, PMI_RANK and PMI_SIZE from the environment (the variables
  * Hydra and rdmach_run set) and speaks the text protocol on that socket:
  * init, get_maxes, get_my_kvsname, put, barrier_in, get, finalize.
+ *
+ * The server's replies are checked, not trusted: every call (and the oob's
+ * put/get/fence) fails with -ETIMEDOUT when no reply comes within
+ * RDMACH_PMI_TIMEOUT_MS (default 60 s; a barrier RDMACH_PMI_FENCE_TIMEOUT_MS,
+ * default 15 min), -EMSGSIZE for a reply line longer than the server's
+ * announced maxima allow, -EPROTO for a reply that is not the one its
+ * request expects or that brings more than one line; each with a message.
  */
 #ifndef RDMACH_PMI_H
 #define RDMACH_PMI_H

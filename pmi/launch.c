@@ -351,13 +351,15 @@ static void launch_cmd_abort(struct launch *l, struct launch_rank *r,
 	const char *code = pmi_wire_attr(req, "exitcode");
 	const char *msg = pmi_wire_attr(req, "message");
 	int rank = launch_rank_of(l, r);
+	char esc[256];
 
 	if (l->abort_code < 0)
 		l->abort_code = code ? atoi(code) & 0xff : 1;
 	if (!l->opts->quiet)
 		fprintf(stderr, "rdmach_launch: rank %d (pid %d) called PMI abort (exit code %d)%s%s; killing all ranks\n",
 			rank, (int)r->pid, code ? atoi(code) : 1,
-			msg ? ": " : "", msg ? msg : "");
+			msg ? ": " : "",
+			msg ? rdmach_log_esc(msg, esc, sizeof(esc)) : "");
 	launch_fail(l, rank);
 	launch_close_fd(r);
 	launch_kill_all(l, SIGTERM);
@@ -405,8 +407,10 @@ static void launch_request(struct launch *l, struct launch_rank *r, char *line)
 	} else if (!strcmp(cmd, "abort")) {
 		launch_cmd_abort(l, r, &req);
 	} else {
-		rdmach_warn("rdmach_launch: rank %d: unsupported PMI command \"%.64s\"",
-			    rank, cmd);
+		char esc[80];
+
+		rdmach_warn("rdmach_launch: rank %d: unsupported PMI command \"%s\"",
+			    rank, rdmach_log_esc(cmd, esc, sizeof(esc)));
 		launch_reply(r, "cmd=%.64s_result rc=-1 msg=unsupported_command",
 			     cmd);
 	}

@@ -16,9 +16,22 @@
  * The server's maxima count the terminating NUL, so the longest value that
  * survives the exchange is vallen_max - 1 (Hydra silently truncates longer
  * ones: we refuse them instead).
+ *
+ * The server's replies are input, checked before use:
+ *  - a reply must come within RDMACH_PMI_TIMEOUT_MS (60 s), a barrier's
+ *    within RDMACH_PMI_FENCE_TIMEOUT_MS (15 min: it waits for the slowest
+ *    rank); else -ETIMEDOUT, naming the command waited for;
+ *  - get_maxes' values are clamped to PMI_KVSNAME_LIMIT, PMI_KEYLEN_LIMIT
+ *    and PMI_VALLEN_LIMIT, and a reply line longer than their sum plus
+ *    PMI_LINE_SLACK is refused (-EMSGSIZE) rather than buffered;
+ *  - lock step: a reply's first pair must be the cmd= its request expects,
+ *    and nothing may follow it before the next request (a newline inside a
+ *    value would otherwise answer the next request): -EPROTO;
+ *  - the server's text in messages is escaped (rdmach_log_esc).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +39,36 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/knob.h"
 #include "core/log.h"
 #include "pmi_wire.h"
 #include "rdmach_pmi.h"
 
 #define PMI_LINE_SLACK 512	/* room for "cmd=... kvsname=... key=" */
+/* Server maxima beyond these are clamped: they bound the reply buffer
+ * (Hydra announces 256, 64 and 1024). */
+#define PMI_KVSNAME_LIMIT 1024
+#define PMI_KEYLEN_LIMIT 1024
+#define PMI_VALLEN_LIMIT (64 * 1024)
+#define PMI_ESC_MAX 256		/* a server's text quoted in a message */
+
+enum { PMI_K_TIMEOUT, PMI_K_FENCE_TIMEOUT, PMI_K_NUM };
+
+static const struct rdmach_knob pmi_knobs[PMI_K_NUM] = {
+	[PMI_K_TIMEOUT] = { "RDMACH_PMI_TIMEOUT_MS", RDMACH_KNOB_UINT,
+		"60000", 1, 86400000,
+		"PMI client: longest wait for the server's reply to init, "
+		"put, get or finalize, which it answers at once (60 s leaves "
+		"room for a loaded machine); then the call fails with "
+		"ETIMEDOUT; 0 waits forever", RDMACH_KNOB_ZERO_OFF },
+	[PMI_K_FENCE_TIMEOUT] = { "RDMACH_PMI_FENCE_TIMEOUT_MS",
+		RDMACH_KNOB_UINT, "900000", 1, 86400000,
+		"PMI client: longest wait for a fence (barrier), which ends "
+		"only when every rank has come: start-up under emulation or "
+		"at scale takes minutes (15 min); 0 waits forever",
+		RDMACH_KNOB_ZERO_OFF },
+};
+RDMACH_KNOB_TABLE(pmi, pmi_knobs);
 
 struct rdmach_pmi {
 	int fd;
@@ -39,6 +77,7 @@ struct rdmach_pmi {
 	size_t kvsname_max;	/* server maxima, NUL included */
 	size_t keylen_max;
 	size_t vallen_max;
+	uint64_t timeout_ms[PMI_K_NUM];	/* 0: none */
 	char *kvsname;
 	char *buf;		/* received bytes not yet consumed */
 	size_t buf_len;
@@ -67,7 +106,10 @@ static int pmi_env_int(const char *name, int min, int *out)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno || *end || v < min || v > 0x7fffffff) {
-		rdmach_err("PMI: bad %s=\"%s\"", name, s);
+		char esc[64];
+
+		rdmach_err("PMI: %s=\"%s\" is not a number from %d to %d", name,
+			   rdmach_log_esc(s, esc, sizeof(esc)), min, 0x7fffffff);
 		return -EINVAL;
 	}
 	*out = (int)v;
@@ -102,74 +144,201 @@ static int pmi_write_all(struct rdmach_pmi *pmi, const char *p, size_t len,
 	return 0;
 }
 
-/* Read one reply line (NUL-terminated, without '\n') into pmi->buf. */
-static int pmi_read_line(struct rdmach_pmi *pmi, char **linep, const char *what)
+/* The longest reply line the server's maxima allow. */
+static size_t pmi_line_max(const struct rdmach_pmi *pmi)
 {
-	size_t line_max = pmi->vallen_max + pmi->keylen_max + pmi->kvsname_max +
-			  PMI_LINE_SLACK;
+	return pmi->kvsname_max + pmi->keylen_max + pmi->vallen_max +
+	       PMI_LINE_SLACK;
+}
 
-	if (pmi->buf_used) {
-		pmi->buf_len -= pmi->buf_used;
-		memmove(pmi->buf, pmi->buf + pmi->buf_used, pmi->buf_len);
-		pmi->buf_used = 0;
-	}
+/* The line handed out last leaves the buffer. */
+static void pmi_drop_used(struct rdmach_pmi *pmi)
+{
+	if (!pmi->buf_used)
+		return;
+	pmi->buf_len -= pmi->buf_used;
+	memmove(pmi->buf, pmi->buf + pmi->buf_used, pmi->buf_len);
+	pmi->buf_used = 0;
+}
+
+/* Room for at least one more byte and the NUL, up to line_max + 1. */
+static int pmi_grow(struct rdmach_pmi *pmi, size_t line_max)
+{
+	size_t cap = pmi->buf_cap * 2;
+	char *b;
+
+	if (pmi->buf_len + 1 < pmi->buf_cap)
+		return 0;
+	if (cap > line_max + 1)
+		cap = line_max + 1;
+	b = realloc(pmi->buf, cap);
+	if (!b)
+		return -ENOMEM;
+	pmi->buf = b;
+	pmi->buf_cap = cap;
+	return 0;
+}
+
+/* Which timeout a request's reply is waited for with. */
+static int pmi_timeout_knob(const char *expect)
+{
+	return strcmp(expect, "barrier_out") ? PMI_K_TIMEOUT :
+					       PMI_K_FENCE_TIMEOUT;
+}
+
+/* Wait for bytes until deadline_ns (0: forever). */
+static int pmi_wait(struct rdmach_pmi *pmi, uint64_t deadline_ns,
+		    const char *what, const char *expect)
+{
+	struct pollfd pfd = { pmi->fd, POLLIN, 0 };
+	int k = pmi_timeout_knob(expect);
+
 	for (;;) {
-		char *nl = memchr(pmi->buf, '\n', pmi->buf_len);
-		ssize_t n;
+		uint64_t now = rdmach_now_ns();
+		int ms = -1, n;
 
-		if (nl) {
-			*nl = '\0';
-			pmi->buf_used = (size_t)(nl - pmi->buf) + 1;
-			*linep = pmi->buf;
+		if (deadline_ns) {
+			uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
+
+			ms = left / 1000000 > 3600000 ? 3600000 :
+			     (int)((left + 999999) / 1000000);
+		}
+		n = poll(&pfd, 1, ms);
+		if (n > 0)
 			return 0;
-		}
-		if (pmi->buf_len + 1 >= pmi->buf_cap) {
-			size_t cap = pmi->buf_cap * 2;
-			char *b;
-
-			if (pmi->buf_cap >= line_max) {
-				rdmach_err("PMI %s: reply longer than %zu bytes", what,
-					   line_max);
-				return -EPROTO;
-			}
-			b = realloc(pmi->buf, cap);
-			if (!b)
-				return -ENOMEM;
-			pmi->buf = b;
-			pmi->buf_cap = cap;
-		}
-		n = read(pmi->fd, pmi->buf + pmi->buf_len,
-			 pmi->buf_cap - pmi->buf_len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
+		if (n < 0 && errno != EINTR) {
 			int err = errno;
 
-			rdmach_err("PMI %s: read from PMI_FD %d failed: %s", what,
+			rdmach_err("PMI %s: poll on PMI_FD %d failed: %s", what,
 				   pmi->fd, strerror(err));
-			return err == ECONNRESET ? -ECONNRESET : -err;
+			return -err;
 		}
-		if (n == 0) {
-			rdmach_err("PMI %s: PMI server closed the connection", what);
-			return -ECONNRESET;
+		if (n == 0 && ms >= 0 && rdmach_now_ns() >= deadline_ns) {
+			rdmach_err("PMI %s: no reply (cmd=%s) from the PMI server "
+				   "within %llu ms (%s)", what, expect,
+				   (unsigned long long)pmi->timeout_ms[k],
+				   pmi_knobs[k].name);
+			return -ETIMEDOUT;
 		}
-		pmi->buf_len += (size_t)n;
 	}
 }
 
-/* Non-zero rc in a reply, or 0 when the reply carries none. */
-static int pmi_rc(const struct pmi_wire_msg *rep)
+/* Append what the server sent to the buffer: bytes read, or -errno. */
+static ssize_t pmi_recv(struct rdmach_pmi *pmi, const char *what)
 {
-	const char *rc = pmi_wire_attr(rep, "rc");
+	ssize_t n;
 
-	return rc ? atoi(rc) : 0;
+	do {
+		n = read(pmi->fd, pmi->buf + pmi->buf_len,
+			 pmi->buf_cap - pmi->buf_len - 1);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		int err = errno;
+
+		rdmach_err("PMI %s: read from PMI_FD %d failed: %s", what,
+			   pmi->fd, strerror(err));
+		return -err;
+	}
+	if (n == 0) {
+		rdmach_err("PMI %s: PMI server closed the connection", what);
+		return -ECONNRESET;
+	}
+	pmi->buf_len += (size_t)n;
+	return n;
 }
 
-static const char *pmi_msg(const struct pmi_wire_msg *rep)
+/* Hand out the line ending at nl; lock step: nothing may follow it. */
+static int pmi_take_line(struct rdmach_pmi *pmi, char *nl, char **linep,
+			 const char *what)
 {
-	const char *msg = pmi_wire_attr(rep, "msg");
+	char esc[PMI_ESC_MAX];
 
-	return msg ? msg : "no message";
+	*nl = '\0';
+	pmi->buf_used = (size_t)(nl - pmi->buf) + 1;
+	if (pmi->buf_used < pmi->buf_len) {
+		pmi->buf[pmi->buf_len] = '\0';
+		rdmach_err("PMI %s: the PMI server sent more than one line in "
+			   "reply (a newline inside a value?): \"%s\" follows",
+			   what, rdmach_log_esc(nl + 1, esc, sizeof(esc)));
+		pmi->buf_len = pmi->buf_used = 0;
+		return -EPROTO;
+	}
+	*linep = pmi->buf;
+	return 0;
+}
+
+/* Read one reply line (NUL-terminated, without '\n') into pmi->buf. */
+static int pmi_read_line(struct rdmach_pmi *pmi, char **linep,
+			 const char *what, const char *expect)
+{
+	uint64_t ms = pmi->timeout_ms[pmi_timeout_knob(expect)];
+	uint64_t deadline = ms ? rdmach_now_ns() + ms * 1000000u : 0;
+	size_t line_max = pmi_line_max(pmi);
+	ssize_t n;
+	int ret;
+
+	pmi_drop_used(pmi);
+	for (;;) {
+		char *nl = memchr(pmi->buf, '\n', pmi->buf_len);
+
+		if (nl)
+			return pmi_take_line(pmi, nl, linep, what);
+		if (pmi->buf_len >= line_max) {
+			rdmach_err("PMI %s: reply (cmd=%s expected) longer than "
+				   "%zu bytes, the server's maxima allow",
+				   what, expect, line_max);
+			pmi->buf_len = 0;
+			return -EMSGSIZE;
+		}
+		ret = pmi_grow(pmi, line_max);
+		if (!ret)
+			ret = pmi_wait(pmi, deadline, what, expect);
+		if (ret)
+			return ret;
+		n = pmi_recv(pmi, what);
+		if (n < 0)
+			return (int)n;
+	}
+}
+
+/* Lock step: no byte may come between a reply and the next request (a
+ * second line would be taken as that request's reply). */
+static int pmi_check_idle(struct rdmach_pmi *pmi, const char *what)
+{
+	struct pollfd pfd = { pmi->fd, POLLIN, 0 };
+	char esc[PMI_ESC_MAX];
+	ssize_t n;
+
+	pmi_drop_used(pmi);
+	if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN) ||
+	    pmi_grow(pmi, pmi_line_max(pmi)))
+		return 0;
+	n = read(pmi->fd, pmi->buf, pmi->buf_cap - 1);
+	if (n <= 0)
+		return 0;	/* closed: the request will say so */
+	pmi->buf[n] = '\0';
+	rdmach_err("PMI %s: unsolicited data from the PMI server before the "
+		   "request (a newline inside a value?): \"%s\"", what,
+		   rdmach_log_esc(pmi->buf, esc, sizeof(esc)));
+	pmi->buf_len = 0;
+	return -EPROTO;
+}
+
+/* A reply whose rc is not 0 (a malformed one counts as failure): err,
+ * with a message naming what failed, the rc and the server's msg. */
+static int pmi_check_rc(const struct pmi_wire_msg *rep, const char *what,
+			int err)
+{
+	const char *rc = pmi_wire_attr(rep, "rc");
+	const char *msg = pmi_wire_attr(rep, "msg");
+	char erc[32], emsg[PMI_ESC_MAX];
+
+	if (!rc || !strcmp(rc, "0"))
+		return 0;
+	rdmach_err("PMI %s failed: rc=%s (%s)", what,
+		   rdmach_log_esc(rc, erc, sizeof(erc)),
+		   msg ? rdmach_log_esc(msg, emsg, sizeof(emsg)) : "no message");
+	return err;
 }
 
 static int pmi_send(struct rdmach_pmi *pmi, const char *what,
@@ -210,6 +379,25 @@ static int pmi_send_line(struct rdmach_pmi *pmi, const char *what,
 	return ret;
 }
 
+/* The reply line must open with cmd=expect. */
+static int pmi_parse_reply(char *line, const char *what, const char *expect,
+			   struct pmi_wire_msg *rep)
+{
+	char esc[PMI_ESC_MAX];
+	struct pmi_wire_msg m;
+
+	rdmach_log_esc(line, esc, sizeof(esc));	/* parsing splits line */
+	rdmach_debug("PMI %s: reply \"%s\"", what, esc);
+	if (pmi_wire_parse(line, &m) || !m.nattr ||
+	    strcmp(m.attr[0].key, "cmd") || strcmp(m.attr[0].val, expect)) {
+		rdmach_err("PMI %s: expected cmd=%s from the PMI server, got "
+			   "\"%s\"", what, expect, esc);
+		return -EPROTO;
+	}
+	*rep = m;
+	return 0;
+}
+
 /* Send a request and read a reply whose cmd must be `expect`. */
 static int pmi_call(struct rdmach_pmi *pmi, const char *what,
 		    const char *expect, struct pmi_wire_msg *rep,
@@ -220,48 +408,55 @@ static int pmi_call(struct rdmach_pmi *pmi, const char *what,
 		    const char *expect, struct pmi_wire_msg *rep,
 		    const char *fmt, ...)
 {
-	const char *cmd;
 	va_list ap;
 	char *line = NULL;
 	int ret;
 
+	ret = pmi_check_idle(pmi, what);
+	if (ret)
+		return ret;
 	va_start(ap, fmt);
 	ret = pmi_send(pmi, what, fmt, ap);
 	va_end(ap);
-	if (ret)
-		return ret;
-	ret = pmi_read_line(pmi, &line, what);
-	if (ret)
-		return ret;
-	rdmach_debug("PMI %s: reply \"%.200s\"", what, line);
-	ret = pmi_wire_parse(line, rep);
-	cmd = ret ? NULL : pmi_wire_attr(rep, "cmd");
-	if (!cmd || strcmp(cmd, expect)) {
-		rdmach_err("PMI %s: expected cmd=%s from the PMI server, got cmd=%s",
-			   what, expect, cmd ? cmd : "(unparsable line)");
-		return -EPROTO;
-	}
-	return 0;
+	if (!ret)
+		ret = pmi_read_line(pmi, &line, what, expect);
+	if (!ret)
+		ret = pmi_parse_reply(line, what, expect, rep);
+	return ret;
 }
 
+/* A get_maxes value: decimal, at least min; above limit, limit (it only
+ * bounds what this client sends and buffers). */
 static int pmi_size_attr(const struct pmi_wire_msg *rep, const char *key,
-			 size_t min, size_t *out)
+			 size_t min, size_t limit, size_t *out)
 {
 	const char *s = pmi_wire_attr(rep, key);
-	long v = s ? atol(s) : 0;
+	unsigned long long v = 0;
+	char esc[64], *end;
 
-	if (v < (long)min) {
-		rdmach_err("PMI get_maxes: bad or missing %s=%s", key, s ? s : "");
+	errno = 0;
+	if (s && *s >= '0' && *s <= '9')
+		v = strtoull(s, &end, 10);
+	if (!s || v < min || *end || errno) {
+		rdmach_err("PMI get_maxes: %s=%s is missing or not a number of "
+			   "at least %zu", key,
+			   rdmach_log_esc(s ? s : "", esc, sizeof(esc)), min);
 		return -EPROTO;
+	}
+	if (v > limit) {
+		rdmach_debug("PMI get_maxes: %s=%llu taken as %zu", key, v,
+			     limit);
+		v = limit;
 	}
 	*out = (size_t)v;
 	return 0;
 }
 
-/* Keys and values travel as space-separated tokens. */
+/* Keys, values and the kvs name travel as space-separated tokens. */
 static int pmi_check_token(const char *what, const char *s, size_t max,
-			   int is_key)
+			   const char *noun)
 {
+	int is_key = !strcmp(noun, "key");
 	size_t len = strlen(s);
 	const char *p;
 
@@ -271,14 +466,14 @@ static int pmi_check_token(const char *what, const char *s, size_t max,
 	}
 	if (len > max) {
 		rdmach_err("PMI %s: %s of %zu bytes exceeds the PMI server's limit of %zu",
-			   what, is_key ? "key" : "value", len, max);
+			   what, noun, len, max);
 		return -EMSGSIZE;
 	}
 	for (p = s; *p; p++) {
 		if (*p <= ' ' || *p == 0x7f || (is_key && *p == '=')) {
 			rdmach_err("PMI %s: character 0x%02x at offset %zu of a %s is not allowed",
 				   what, (unsigned char)*p, (size_t)(p - s),
-				   is_key ? "key" : "value");
+				   noun);
 			return -EINVAL;
 		}
 	}
@@ -289,13 +484,15 @@ static int pmi_oob_put(void *arg, const char *key, const char *value)
 {
 	struct rdmach_pmi *pmi = arg;
 	struct pmi_wire_msg rep;
+	char what[128];
 	int ret;
 
 	if (!pmi || !key || !value)
 		return -EINVAL;
-	ret = pmi_check_token("put", key, pmi->keylen_max - 1, 1);
+	ret = pmi_check_token("put", key, pmi->keylen_max - 1, "key");
 	if (!ret)
-		ret = pmi_check_token("put", value, pmi->vallen_max - 1, 0);
+		ret = pmi_check_token("put", value, pmi->vallen_max - 1,
+				      "value");
 	if (ret)
 		return ret;
 	ret = pmi_call(pmi, "put", "put_result", &rep,
@@ -303,12 +500,8 @@ static int pmi_oob_put(void *arg, const char *key, const char *value)
 		       value);
 	if (ret)
 		return ret;
-	if (pmi_rc(&rep)) {
-		rdmach_err("PMI put of key %s failed: rc=%d (%s)", key,
-			   pmi_rc(&rep), pmi_msg(&rep));
-		return -EIO;
-	}
-	return 0;
+	snprintf(what, sizeof(what), "put of key %.100s", key);
+	return pmi_check_rc(&rep, what, -EIO);
 }
 
 static int pmi_oob_fence(void *arg)
@@ -321,23 +514,23 @@ static int pmi_oob_get(void *arg, const char *key, char *value, size_t len)
 	struct rdmach_pmi *pmi = arg;
 	struct pmi_wire_msg rep;
 	const char *val;
+	char what[128];
 	size_t vlen;
 	int ret;
 
 	if (!pmi || !key || !value || !len)
 		return -EINVAL;
-	ret = pmi_check_token("get", key, pmi->keylen_max - 1, 1);
+	ret = pmi_check_token("get", key, pmi->keylen_max - 1, "key");
 	if (ret)
 		return ret;
 	ret = pmi_call(pmi, "get", "get_result", &rep,
 		       "cmd=get kvsname=%s key=%s", pmi->kvsname, key);
 	if (ret)
 		return ret;
-	if (pmi_rc(&rep)) {
-		rdmach_err("PMI get of key %s failed: rc=%d (%s)", key,
-			   pmi_rc(&rep), pmi_msg(&rep));
-		return -ENOENT;
-	}
+	snprintf(what, sizeof(what), "get of key %.100s", key);
+	ret = pmi_check_rc(&rep, what, -ENOENT);
+	if (ret)
+		return ret;
 	val = pmi_wire_attr(&rep, "value");
 	if (!val) {
 		rdmach_err("PMI get of key %s: reply without a value", key);
@@ -361,14 +554,7 @@ int rdmach_pmi_barrier(rdmach_pmi_t *pmi)
 	if (!pmi)
 		return -EINVAL;
 	ret = pmi_call(pmi, "barrier", "barrier_out", &rep, "cmd=barrier_in");
-	if (ret)
-		return ret;
-	if (pmi_rc(&rep)) {
-		rdmach_err("PMI barrier failed: rc=%d (%s)", pmi_rc(&rep),
-			   pmi_msg(&rep));
-		return -ECONNRESET;
-	}
-	return 0;
+	return ret ? ret : pmi_check_rc(&rep, "barrier", -ECONNRESET);
 }
 
 /* init, get_maxes, get_my_kvsname. */
@@ -380,20 +566,20 @@ static int pmi_handshake(struct rdmach_pmi *pmi)
 
 	ret = pmi_call(pmi, "init", "response_to_init", &rep,
 		       "cmd=init pmi_version=1 pmi_subversion=1");
-	if (ret)
-		return ret;
-	if (pmi_rc(&rep)) {
-		rdmach_err("PMI init refused by the server: rc=%d (%s)",
-			   pmi_rc(&rep), pmi_msg(&rep));
-		return -EPROTO;
-	}
-	ret = pmi_call(pmi, "get_maxes", "maxes", &rep, "cmd=get_maxes");
 	if (!ret)
-		ret = pmi_size_attr(&rep, "kvsname_max", 2, &pmi->kvsname_max);
+		ret = pmi_check_rc(&rep, "init", -EPROTO);
 	if (!ret)
-		ret = pmi_size_attr(&rep, "keylen_max", 2, &pmi->keylen_max);
+		ret = pmi_call(pmi, "get_maxes", "maxes", &rep,
+			       "cmd=get_maxes");
 	if (!ret)
-		ret = pmi_size_attr(&rep, "vallen_max", 2, &pmi->vallen_max);
+		ret = pmi_size_attr(&rep, "kvsname_max", 2, PMI_KVSNAME_LIMIT,
+				    &pmi->kvsname_max);
+	if (!ret)
+		ret = pmi_size_attr(&rep, "keylen_max", 2, PMI_KEYLEN_LIMIT,
+				    &pmi->keylen_max);
+	if (!ret)
+		ret = pmi_size_attr(&rep, "vallen_max", 2, PMI_VALLEN_LIMIT,
+				    &pmi->vallen_max);
 	if (ret)
 		return ret;
 	ret = pmi_call(pmi, "get_my_kvsname", "my_kvsname", &rep,
@@ -401,12 +587,28 @@ static int pmi_handshake(struct rdmach_pmi *pmi)
 	if (ret)
 		return ret;
 	name = pmi_wire_attr(&rep, "kvsname");
-	if (!name || !*name || strlen(name) >= pmi->kvsname_max) {
-		rdmach_err("PMI get_my_kvsname: bad kvsname in the reply");
+	if (!name || !*name) {
+		rdmach_err("PMI get_my_kvsname: no kvsname in the reply");
 		return -EPROTO;
 	}
+	/* It goes back in every put and get. */
+	if (pmi_check_token("get_my_kvsname", name, pmi->kvsname_max - 1,
+			    "kvsname"))
+		return -EPROTO;
 	pmi->kvsname = strdup(name);
 	return pmi->kvsname ? 0 : -ENOMEM;
+}
+
+static int pmi_read_knobs(struct rdmach_pmi *pmi)
+{
+	int k, ret;
+
+	for (k = 0; k < PMI_K_NUM; k++) {
+		ret = rdmach_knob_u64(&pmi_knobs[k], &pmi->timeout_ms[k]);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static void pmi_free(struct rdmach_pmi *pmi)
@@ -444,6 +646,8 @@ int rdmach_pmi_init(rdmach_pmi_t **pmip, rdmach_oob_t *oob)
 		ret = pmi_env_int("PMI_RANK", 0, &pmi->rank);
 	if (!ret)
 		ret = pmi_env_int("PMI_SIZE", 1, &pmi->size);
+	if (!ret)
+		ret = pmi_read_knobs(pmi);
 	if (ret)
 		goto err_free;
 	if (pmi->rank >= pmi->size) {

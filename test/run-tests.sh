@@ -17,6 +17,7 @@
 #   3. a negative control: a corrupted byte must make the suite fail
 #   4. the conformance suite under Hydra: mpiexec -n 4 (the PMI-1 path)
 #   5. `make BUILD=asan` and every test again from the ASan+UBSan build
+#  5b. the libFuzzer harnesses of test/fuzz/, FUZZ_CHECK_TIME (5) s each
 #   6. valgrind --leak-check=full on the conformance suite, volume reduced
 #   7. test/run-ib-vm.sh (verbs tests in the Soft-RoCE VM), if present
 #   8. `make mpich` and MPI programs + a fixed subset of MPICH's test suite,
@@ -29,7 +30,7 @@
 # failed.  Environment:
 #   O=dir                 build directory (default build)
 #   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
-#   SKIP="install asan valgrind mpiexec vm small negative mpich nas cluster"
+#   SKIP="install asan fuzz valgrind mpiexec vm small negative mpich nas cluster"
 #                         steps to leave out
 #   TEST_TIMEOUT          seconds per binary (default 900)
 set -u
@@ -193,6 +194,19 @@ if ! skipped asan; then
 	else
 		tail -n 30 "$LOGS/asan-build.log"
 		record "asan build" 0 1
+	fi
+fi
+
+# 5b. libFuzzer: each harness of test/fuzz/ briefly (`make fuzz` for long)
+if ! skipped fuzz; then
+	note "make fuzz-build"
+	if make fuzz-build >"$LOGS/fuzz-build.log" 2>&1; then
+		run "fuzz (libFuzzer, ${FUZZ_CHECK_TIME:-5} s each)" -- \
+			test/fuzz/run-fuzz.sh "${FUZZ_CHECK_TIME:-5}" build-fuzz/fuzz_*
+	else
+		tail -n 30 "$LOGS/fuzz-build.log"
+		echo "run-tests: fuzz harnesses did not build (clang and libclang-rt-14-dev: tools/install-deps.sh)"
+		record "fuzz build" 0 1
 	fi
 fi
 

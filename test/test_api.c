@@ -231,6 +231,14 @@ static int api_bad_knob(struct tst *t)
 		  "RDMACH_SHM_LINE_RING" },
 		{ "RDMACH_SHM_RING_SIZE", "64Q", -EINVAL,
 		  "RDMACH_SHM_RING_SIZE" },
+		/* set but empty: refused, not taken as the default */
+		{ "RDMACH_SHM_RING_SIZE", "", -EINVAL,
+		  "RDMACH_SHM_RING_SIZE is set but empty" },
+		{ "RDMACH_TRANSPORT", "", -EINVAL,
+		  "RDMACH_TRANSPORT is set but empty" },
+		/* decimal, not octal (octal 0100000 would be 32768: valid) */
+		{ "RDMACH_SHM_RING_SIZE", "0100000", -EINVAL,
+		  "RDMACH_SHM_RING_SIZE=0100000 is not a power of two" },
 		{ "RDMACH_PEER_TIMEOUT_MS", "-5", -EINVAL,
 		  "RDMACH_PEER_TIMEOUT_MS" },
 		{ "RDMACH_TRANSPORT", "banana", -EINVAL, "RDMACH_TRANSPORT" },
@@ -283,10 +291,28 @@ static int api_unknown_knob(struct tst *t)
 	return 0;
 }
 
+/* rdmach_knob_get(name) with name=value set for the call; what it
+ * printed in msg. */
+static int api_knob_get_with(struct tst *t, const char *name,
+			     const char *value, uint64_t *v, char *msg,
+			     size_t len)
+{
+	struct tst_capture cap;
+	int ret, err;
+
+	setenv(name, value, 1);
+	err = tst_capture_begin(&cap, 0);
+	ret = rdmach_knob_get(name, v);
+	msg[0] = '\0';
+	if (!err)
+		tst_capture_end(t, &cap, msg, len);
+	unsetenv(name);
+	return ret;
+}
+
 /* rdmach_knob_get(): what the CH3 channel reads its knobs with. */
 static int api_knob_get(struct tst *t)
 {
-	struct tst_capture cap;
 	uint64_t v = 7;
 	char msg[1024];
 	int ret;
@@ -307,17 +333,30 @@ static int api_knob_get(struct tst *t)
 	TST_CHECK0(t, rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v));
 	TST_CHECK(t, v == 1024, "RDMACH_CH3_RX_STAGING default read as %llu",
 		  (unsigned long long)v);
+	/* a leading 0 is no octal; 0x is hex */
+	setenv("RDMACH_CH3_RX_STAGING", "02000", 1);
+	TST_CHECK0(t, rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v));
+	TST_CHECK(t, v == 2000, "RDMACH_CH3_RX_STAGING=02000 read as %llu",
+		  (unsigned long long)v);
+	setenv("RDMACH_CH3_RX_STAGING", "0x800", 1);
+	TST_CHECK0(t, rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v));
+	TST_CHECK(t, v == 2048, "RDMACH_CH3_RX_STAGING=0x800 read as %llu",
+		  (unsigned long long)v);
+	unsetenv("RDMACH_CH3_RX_STAGING");
 	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_NO_SUCH_KNOB", &v), -ENOENT);
 	TST_CHECK_EQ(t, rdmach_knob_get("RDMACH_TRANSPORT", &v), -ENOENT);
 	TST_CHECK_EQ(t, rdmach_knob_get(NULL, &v), -EINVAL);
-	setenv("RDMACH_CH3_RX_STAGING", "100", 1);	/* below its minimum */
-	ret = tst_capture_begin(&cap, 0);
-	if (ret)
-		return tst_fail(t, "capturing stderr: %s", strerror(-ret));
 	v = 7;
-	ret = rdmach_knob_get("RDMACH_CH3_RX_STAGING", &v);
-	tst_capture_end(t, &cap, msg, sizeof(msg));
-	unsetenv("RDMACH_CH3_RX_STAGING");
+	ret = api_knob_get_with(t, "RDMACH_CH3_RX_STAGING", "", &v, msg,
+				sizeof(msg));
+	TST_CHECK(t, ret == -EINVAL && v == 7 &&
+		  strstr(msg, "RDMACH_CH3_RX_STAGING is set but empty"),
+		  "RDMACH_CH3_RX_STAGING=\"\": %d (%s), value %llu, message "
+		  "\"%.200s\"", ret, tst_errname(ret),
+		  (unsigned long long)v, msg);
+	/* below its minimum */
+	ret = api_knob_get_with(t, "RDMACH_CH3_RX_STAGING", "100", &v, msg,
+				sizeof(msg));
 	TST_CHECK(t, ret == -EINVAL && v == 7, "RDMACH_CH3_RX_STAGING=100: "
 		  "%d (%s), value %llu", ret, tst_errname(ret),
 		  (unsigned long long)v);
@@ -343,6 +382,7 @@ static int api_no_ib_device(struct tst *t)
 struct api_far {
 	rdmach_oob_t base;
 	char prefix[8];		/* fresh keys for each context */
+	int hostile;		/* api_far_spoil what rank 1 published */
 };
 
 static int api_far_key(const struct api_far *f, const char *key, char *out,
@@ -371,13 +411,34 @@ static int api_far_put(void *arg, const char *key, const char *value)
 	return f->base.put(f->base.arg, k, value);
 }
 
+/* A hostile rank 1, as every rank reads it: its reason ends in half a %XX
+ * escape with stale text behind the NUL, its host name holds a terminal
+ * control sequence. */
+static void api_far_spoil(const char *key, char *value, size_t len)
+{
+	static const char why[] = "x%4\0STALE-STACK";
+	char *host = strstr(value, "elsewhere");
+
+	if (!strcmp(key, "rdmach-why-1") && len >= sizeof(why)) {
+		memcpy(value, why, sizeof(why));
+	} else if (!strcmp(key, "rdmach-1") && host &&
+		   strlen(value) + 4 < len) {
+		memmove(host + 8, host + 4, strlen(host + 4) + 1);
+		memcpy(host + 4, "\033[2J", 4);
+	}
+}
+
 static int api_far_get(void *arg, const char *key, char *value, size_t len)
 {
 	const struct api_far *f = arg;
 	char k[128];
 	int err = api_far_key(f, key, k, sizeof(k));
 
-	return err ? err : f->base.get(f->base.arg, k, value, len);
+	if (!err)
+		err = f->base.get(f->base.arg, k, value, len);
+	if (!err && f->hostile)
+		api_far_spoil(key, value, len);
+	return err;
 }
 
 static int api_far_fence(void *arg)
@@ -390,9 +451,10 @@ static int api_far_fence(void *arg)
 /* init + connect with rank 1 "elsewhere" under RDMACH_TRANSPORT=policy:
  * connect's error, and what was logged in msg. */
 static int api_far_connect(struct tst *t, const char *policy,
-			   const char *prefix, char *msg, size_t len)
+			   const char *prefix, int hostile, char *msg,
+			   size_t len)
 {
-	struct api_far f = { t->oob, "" };
+	struct api_far f = { t->oob, "", hostile };
 	rdmach_oob_t o = t->oob;
 	struct tst_capture cap;
 	rdmach_ctx_t *ctx;
@@ -422,7 +484,7 @@ static int api_unreachable_checks(struct tst *t)
 	int err;
 
 	/* auto: each rank names the host without an RDMA device, and why */
-	err = api_far_connect(t, "auto", "a.", msg, sizeof(msg));
+	err = api_far_connect(t, "auto", "a.", 0, msg, sizeof(msg));
 	TST_CHECK(t, err == -ENODEV, "connect across hosts without ib "
 		  "returned %d (%s), expected -ENODEV", err, tst_errname(err));
 	TST_CHECK(t, strstr(msg, "and rank 1 on host elsewhere cannot "
@@ -436,7 +498,7 @@ static int api_unreachable_checks(struct tst *t)
 	TST_CHECK(t, !strstr(msg, "reason unknown"), "a reason was not "
 		  "published: \"%.300s\"", msg);
 	/* shm forced: the policy is the reason, no device is blamed */
-	err = api_far_connect(t, "shm", "b.", msg, sizeof(msg));
+	err = api_far_connect(t, "shm", "b.", 0, msg, sizeof(msg));
 	TST_CHECK(t, err == -ENODEV, "connect across hosts under "
 		  "RDMACH_TRANSPORT=shm returned %d (%s), expected -ENODEV",
 		  err, tst_errname(err));
@@ -445,6 +507,16 @@ static int api_unreachable_checks(struct tst *t)
 		  "naming the policy and the host: \"%.300s\"", msg);
 	TST_CHECK(t, !strstr(msg, "RDMA device"), "RDMACH_TRANSPORT=shm: a "
 		  "device blamed: \"%.300s\"", msg);
+	/* a hostile rank 1: its text escaped, its half escape refused */
+	err = api_far_connect(t, "auto", "c.", 1, msg, sizeof(msg));
+	TST_CHECK(t, err == -ENODEV, "hostile rank 1: connect returned %d "
+		  "(%s), expected -ENODEV", err, tst_errname(err));
+	TST_CHECK(t, strstr(msg, "host else\\x1b[2Jwhere") &&
+		  !strchr(msg, '\033'), "a peer's control character not "
+		  "escaped: \"%.400s\"", msg);
+	TST_CHECK(t, strstr(msg, "reason unknown (malformed: \"x%4\")") &&
+		  !strstr(msg, "STALE"), "a value ending in %% and one digit "
+		  "was decoded past its end: \"%.400s\"", msg);
 	return 0;
 }
 

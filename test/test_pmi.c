@@ -22,11 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "lib/tst.h"
+#include "rdmach.h"
 #include "rdmach_launch.h"
 #include "rdmach_pmi.h"
 
@@ -435,6 +437,284 @@ static int child_main(int rank, void *arg)
 	return 99;
 }
 
+/* ===================== a scripted PMI server =========================== */
+
+/* The cases below (fake_*) play a hostile or broken PMI server: a child
+ * process reads the client's request lines and answers each with the next
+ * scripted reply, verbatim (several lines, or a line without its end);
+ * FAKE_SILENT reads the request, answers nothing and closes the socket
+ * 3 s later, so that a client without a timeout fails instead of hanging.
+ * After the last reply the server shuts its side: a client that waits for
+ * more reads the end of the connection. */
+#define FAKE_SILENT ((const char *)1)
+#define FAKE_INIT "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+#define FAKE_MAXES "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"
+#define FAKE_KVS "cmd=my_kvsname kvsname=kvs_fake\n"
+#define FAKE_FIN "cmd=finalize_ack\n"
+
+static void fake_serve(int fd, const char *const *replies)
+{
+	char line[4096];
+
+	for (; *replies; replies++) {
+		if (raw_line(fd, line, sizeof(line)))
+			_exit(0);
+		if (*replies == FAKE_SILENT) {
+			sleep(3);
+			_exit(0);
+		}
+		if (raw_send(fd, *replies))
+			_exit(0);
+	}
+	shutdown(fd, SHUT_WR);
+	while (read(fd, line, sizeof(line)) > 0)
+		;
+	_exit(0);
+}
+
+/* Start the server; the client's end is PMI_FD of rank 0 of size. */
+static pid_t fake_start(const char *const *replies, const char *size)
+{
+	char fd[16];
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		fake_serve(sv[1], replies);
+	}
+	close(sv[1]);
+	snprintf(fd, sizeof(fd), "%d", sv[0]);
+	setenv("PMI_FD", fd, 1);
+	setenv("PMI_RANK", "0", 1);
+	setenv("PMI_SIZE", size, 1);
+	return pid;
+}
+
+static void fake_end(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	unsetenv("PMI_FD");
+	unsetenv("PMI_RANK");
+	unsetenv("PMI_SIZE");
+}
+
+/* What a case does under the scripted server after rdmach_pmi_init. */
+enum fake_act {
+	FAKE_ACT_INIT,		/* nothing more */
+	FAKE_ACT_PUT,		/* put k=v */
+	FAKE_ACT_BARRIER,	/* rdmach_pmi_barrier */
+	FAKE_ACT_GETS,		/* get k1, then k2 */
+	FAKE_ACT_RDMACH,	/* rdmach_init on the PMI oob */
+};
+
+struct fake_run {
+	enum fake_act act;
+	const char *size;	/* PMI_SIZE */
+	int ret[2];		/* init's or the action's error; k2's get */
+	char val[2][64];	/* FAKE_ACT_GETS: the values */
+	double secs;		/* how long the action took */
+	char msg[2048];		/* what was printed */
+};
+
+static int fake_act(struct fake_run *run, rdmach_pmi_t *pmi,
+		    const rdmach_oob_t *oob)
+{
+	rdmach_ctx_t *ctx = NULL;
+	int ret;
+
+	switch (run->act) {
+	case FAKE_ACT_PUT:
+		return oob->put(oob->arg, "k", "v");
+	case FAKE_ACT_BARRIER:
+		return rdmach_pmi_barrier(pmi);
+	case FAKE_ACT_GETS:
+		ret = oob->get(oob->arg, "k1", run->val[0], 64);
+		run->ret[1] = oob->get(oob->arg, "k2", run->val[1], 64);
+		return ret;
+	case FAKE_ACT_RDMACH:
+		ret = rdmach_init(&ctx, oob);
+		if (ctx)
+			rdmach_finalize(&ctx);
+		return ret;
+	default:
+		return 0;
+	}
+}
+
+/* Init and run->act under a server answering with replies, stderr
+ * captured; the client finalizes. */
+static void fake_run(struct tst *t, const char *const *replies,
+		     struct fake_run *run)
+{
+	pid_t pid = fake_start(replies, run->size ? run->size : "1");
+	struct tst_capture cap;
+	rdmach_pmi_t *pmi = NULL;
+	rdmach_oob_t oob;
+	uint64_t t0;
+	int err = tst_capture_begin(&cap, 0);
+
+	run->ret[1] = -1;
+	run->val[0][0] = run->val[1][0] = run->msg[0] = '\0';
+	run->ret[0] = pid < 0 ? -ECHILD : rdmach_pmi_init(&pmi, &oob);
+	t0 = rdmach_now_ns();
+	if (!run->ret[0])
+		run->ret[0] = fake_act(run, pmi, &oob);
+	run->secs = (double)(rdmach_now_ns() - t0) / 1e9;
+	if (!run->ret[0] || pmi)
+		rdmach_pmi_finalize(pmi);
+	if (!err)
+		tst_capture_end(t, &cap, run->msg, sizeof(run->msg));
+	fake_end(pid);
+}
+
+/* A server that stops answering: -ETIMEDOUT after the knob's time, and a
+ * message naming the command waited for and the timeout. */
+static int fake_timeout(struct tst *t)
+{
+	static const char *const silent[] = { FAKE_INIT, FAKE_MAXES,
+					      FAKE_KVS, FAKE_SILENT, NULL };
+	struct fake_run run = { .act = FAKE_ACT_PUT };
+
+	setenv("RDMACH_PMI_TIMEOUT_MS", "300", 1);
+	fake_run(t, silent, &run);
+	unsetenv("RDMACH_PMI_TIMEOUT_MS");
+	TST_CHECK(t, run.ret[0] == -ETIMEDOUT && run.secs >= 0.29 &&
+		  run.secs < 2.5, "put to a silent server: %d (%s) after "
+		  "%.2f s", run.ret[0], tst_errname(run.ret[0]), run.secs);
+	TST_CHECK(t, strstr(run.msg, "PMI put: no reply (cmd=put_result) from "
+			    "the PMI server within 300 ms "
+			    "(RDMACH_PMI_TIMEOUT_MS)"),
+		  "put timeout message: \"%.300s\"", run.msg);
+
+	run.act = FAKE_ACT_BARRIER;
+	setenv("RDMACH_PMI_FENCE_TIMEOUT_MS", "300", 1);
+	fake_run(t, silent, &run);
+	unsetenv("RDMACH_PMI_FENCE_TIMEOUT_MS");
+	TST_CHECK(t, run.ret[0] == -ETIMEDOUT && run.secs >= 0.29 &&
+		  run.secs < 2.5, "barrier with a silent server: %d (%s) "
+		  "after %.2f s", run.ret[0], tst_errname(run.ret[0]),
+		  run.secs);
+	TST_CHECK(t, strstr(run.msg, "PMI barrier: no reply (cmd=barrier_out) "
+			    "from the PMI server within 300 ms "
+			    "(RDMACH_PMI_FENCE_TIMEOUT_MS)"),
+		  "barrier timeout message: \"%.300s\"", run.msg);
+	return 0;
+}
+
+/* An endless reply line after huge announced maxima: refused once past
+ * what the (clamped) maxima allow, not buffered. */
+static int fake_long_line(struct tst *t)
+{
+	const size_t big = 4u << 20;
+	char *line = malloc(big + 1);
+	const char *replies[] = { FAKE_INIT,
+		"cmd=maxes kvsname_max=256 keylen_max=64 "
+		"vallen_max=99999999999999\n", line, NULL };
+	struct fake_run run = { .act = FAKE_ACT_INIT };
+
+	if (!line)
+		return tst_fail(t, "malloc");
+	memset(line, 'a', big);
+	line[big] = '\0';
+	fake_run(t, replies, &run);
+	free(line);
+	TST_CHECK(t, run.ret[0] == -EMSGSIZE, "a 4 MiB reply line: %d (%s)",
+		  run.ret[0], tst_errname(run.ret[0]));
+	TST_CHECK(t, strstr(run.msg, "PMI get_my_kvsname: reply "
+			    "(cmd=my_kvsname expected) longer than 66368 "
+			    "bytes"), "long line message: \"%.300s\"", run.msg);
+	return 0;
+}
+
+/* A first reply that holds a second line (a newline inside a value) is a
+ * protocol error, and the stale line answers nothing. */
+static int fake_lock_step(struct tst *t)
+{
+	static const char *const replies[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
+		"cmd=get_result rc=0 msg=success value=abc\n"
+		"cmd=get_result rc=0 msg=success value=STALE\n",
+		"cmd=get_result rc=0 msg=success value=fresh\n", FAKE_FIN,
+		NULL };
+	struct fake_run run = { .act = FAKE_ACT_GETS };
+
+	fake_run(t, replies, &run);
+	TST_CHECK(t, run.ret[0] == -EPROTO &&
+		  strstr(run.msg, "PMI get: the PMI server sent more than one "
+			 "line in reply"), "a two-line reply: %d (%s) \"%s\", "
+		  "message \"%.300s\"", run.ret[0], tst_errname(run.ret[0]),
+		  run.val[0], run.msg);
+	TST_CHECK(t, run.ret[1] == 0 && !strcmp(run.val[1], "fresh"),
+		  "the get after it: %d (%s) \"%s\" (a stale line taken as its "
+		  "reply?)", run.ret[1], tst_errname(run.ret[1]), run.val[1]);
+	return 0;
+}
+
+/* The server's text reaches messages escaped: no control character. */
+static int fake_escape(struct tst *t)
+{
+	static const char *const replies[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
+		"cmd=get_result rc=-1 msg=\033]0;pwned\007\n",
+		"cmd=\033[2Jbogus\n", FAKE_FIN, NULL };
+	struct fake_run run = { .act = FAKE_ACT_GETS };
+
+	fake_run(t, replies, &run);
+	TST_CHECK(t, run.ret[0] == -ENOENT && run.ret[1] == -EPROTO,
+		  "gets: %d (%s), %d (%s)", run.ret[0],
+		  tst_errname(run.ret[0]), run.ret[1],
+		  tst_errname(run.ret[1]));
+	TST_CHECK(t, strstr(run.msg, "rc=-1 (\\x1b]0;pwned\\x07)") &&
+		  strstr(run.msg, "expected cmd=get_result from the PMI "
+			 "server, got \"cmd=\\x1b[2Jbogus\""),
+		  "the server's text not quoted escaped: \"%.400s\"", run.msg);
+	TST_CHECK(t, !strchr(run.msg, '\033') && !strchr(run.msg, '\007'),
+		  "a control character reached the message: \"%.400s\"",
+		  run.msg);
+	return 0;
+}
+
+/* Every refusal of what the server announced says what, the value and the
+ * limit. */
+static int fake_limits(struct tst *t)
+{
+	static const char *const small[] = { FAKE_INIT,
+		"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=64\n",
+		FAKE_KVS, FAKE_FIN, NULL };
+	static const char *const junk[] = { FAKE_INIT,
+		"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=2000junk\n",
+		NULL };
+	static const char *const ok[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
+					  FAKE_FIN, NULL };
+	struct fake_run run = { .act = FAKE_ACT_RDMACH };
+
+	fake_run(t, small, &run);
+	TST_CHECK(t, run.ret[0] == -EINVAL &&
+		  strstr(run.msg, "the oob carries values of 63 bytes at most; "
+			 "rdmach needs 64"), "vallen_max=64: %d (%s), message "
+		  "\"%.300s\"", run.ret[0], tst_errname(run.ret[0]), run.msg);
+	run.size = "2147483647";
+	fake_run(t, ok, &run);
+	TST_CHECK(t, run.ret[0] == -EINVAL &&
+		  strstr(run.msg, "rank 0 of size 2147483647: the size must be "
+			 "1 to 16777216"), "PMI_SIZE=2^31-1: %d (%s), message "
+		  "\"%.300s\"", run.ret[0], tst_errname(run.ret[0]), run.msg);
+	run.size = NULL;
+	fake_run(t, junk, &run);
+	TST_CHECK(t, run.ret[0] == -EPROTO &&
+		  strstr(run.msg, "PMI get_maxes: vallen_max=2000junk is "
+			 "missing or not a number"), "vallen_max=2000junk: %d "
+		  "(%s), message \"%.300s\"", run.ret[0],
+		  tst_errname(run.ret[0]), run.msg);
+	return 0;
+}
+
 struct run {
 	int ret;
 	struct rdmach_launch_result res;
@@ -728,6 +1008,16 @@ static const struct tst_case pmi_cases[] = {
 	{ "launcher_death", 1, launcher_death, TST_UNIT | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "launch_self", 1, launch_self, TST_UNIT | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "fake_timeout", 1, fake_timeout, TST_UNIT | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "fake_long_line", 1, fake_long_line, TST_UNIT | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "fake_lock_step", 1, fake_lock_step, TST_UNIT | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "fake_escape", 1, fake_escape, TST_UNIT | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "fake_limits", 1, fake_limits, TST_UNIT | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
 };
 #define PMI_NCASES ((int)(sizeof(pmi_cases) / sizeof(pmi_cases[0])))

@@ -4,14 +4,14 @@
 # mpiexec and the reference MPI), perftest, gnuplot, valgrind, and what the
 # Soft-RoCE test VMs need (qemu, busybox, kmod, cpio; dropbear's server
 # binary and the openssh client for the VM cluster: no service is started
-# on this host).  Idempotent: only missing packages are installed.  Needs
-# root (or sudo).
+# on this host), and clang with its libFuzzer runtime (test/fuzz/).
+# Idempotent: only missing packages are installed.  Needs root (or sudo).
 set -e
 PKGS="build-essential pkg-config libibverbs-dev librdmacm-dev rdma-core
       ibverbs-providers ibverbs-utils rdmacm-utils perftest mpich libmpich-dev
       gnuplot-nox valgrind qemu-system-x86 busybox-static kmod cpio xz-utils
       iproute2 util-linux gfortran autoconf automake libtool dpkg-dev
-      dropbear-bin openssh-client bc"
+      dropbear-bin openssh-client bc clang libclang-rt-14-dev"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||

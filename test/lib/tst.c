@@ -2,6 +2,7 @@
  * or all cases in place under mpiexec), result gathering, leftovers; and
  * the checks behind TST_CHECK*. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -730,7 +731,10 @@ static void tst_decode(char *s)
 	unsigned v;
 
 	for (; *s; s++) {
-		if (*s == '%' && sscanf(s + 1, "%2X", &v) == 1) {
+		/* both digits checked: "%A" must not step over the NUL */
+		if (*s == '%' && isxdigit((unsigned char)s[1]) &&
+		    isxdigit((unsigned char)s[2]) &&
+		    sscanf(s + 1, "%2X", &v) == 1) {
 			*o++ = (char)v;
 			s += 2;
 		} else {
