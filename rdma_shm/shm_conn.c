@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 
 #include "shm_conn.h"
 
@@ -30,6 +31,17 @@ int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,
 				r == &sc->rx[SHM_LINES] ? "line" :
 				r == &sc->rx[SHM_BULK] ? "bulk" : "main",
 				r->head & r->mask, h, why);
+}
+
+int shm_rx_corrupt_field(struct shm_conn *sc, const struct shm_rx_ring *r,
+			 uint64_t h, const char *what, const char *field,
+			 uint64_t val)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "%s field %s = %" PRIu64 " (%#" PRIx64 ")",
+		 what, field, val, val);
+	return shm_rx_corrupt(sc, r, h, why);
 }
 
 /* The piece of an iovec that holds most of its bytes: the buffer whose

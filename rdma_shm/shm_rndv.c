@@ -106,21 +106,69 @@ static ssize_t shm_rx_rndv_read(struct shm_conn *sc,
 	return n;
 }
 
-/* A rendezvous at the head of the ring: read into the iovec, acknowledge
- * once all of it is read.  Returns bytes delivered or a negative errno;
- * *fin is set when the packet is consumed. */
-ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
-		    uint8_t *p, uint32_t len, struct rdmach_iovc *c,
-		    size_t room, int *fin)
+/* Why the rendezvous d (len payload bytes) cannot be, or NULL: 1 to 64
+ * segments, exactly as many as len holds, none empty, and a total that is
+ * their sum (a larger one would wait forever for bytes that no segment
+ * holds).  *field and *val name what is wrong. */
+static const char *shm_rndv_bad(const struct shm_rx_ctl *d, uint32_t len,
+				uint64_t *val)
 {
-	const struct rdmach_rndv_hdr *r = (const void *)(p + SHM_HDR);
+	uint64_t sum = 0;
+	uint32_t i;
+
+	*val = d->h.nsegs;
+	if (!d->h.nsegs || d->h.nsegs > RDMACH_RNDV_MAX_SEGS)
+		return "nsegs";
+	if (len != rdmach_rndv_size(d->h.nsegs))
+		return "nsegs (for its len)";
+	for (i = 0; i < d->h.nsegs; i++) {
+		*val = d->seg[i].len;
+		if (!d->seg[i].len || d->seg[i].len > UINT64_MAX - sum)
+			return "seg len";
+		sum += d->seg[i].len;
+	}
+	*val = d->h.total;
+	return d->h.total != sum ? "total (not the sum of its segments)" : NULL;
+}
+
+/* A rendezvous has come to the head of ring r (at p, header h): load it
+ * once into sc->rx_ctl and check it there; the reads use that copy only.
+ * 0, or -EPROTO (the connection failed). */
+int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
+		     const uint8_t *p, uint64_t h)
+{
+	struct shm_rx_ctl *d = &sc->rx_ctl;
+	uint32_t len = shm_hdr_len(h);
+	const char *bad;
+	uint64_t val = len;
+
+	bad = "len";
+	if (len >= sizeof(d->h)) {
+		shm_peer_snap(&d->h, p + SHM_HDR, sizeof(d->h));
+		if (d->h.nsegs && d->h.nsegs <= RDMACH_RNDV_MAX_SEGS &&
+		    len == rdmach_rndv_size(d->h.nsegs))
+			shm_peer_snap(d->seg, p + SHM_HDR + sizeof(d->h),
+				      d->h.nsegs * sizeof(d->seg[0]));
+		bad = shm_rndv_bad(d, len, &val);
+	}
+	if (bad)
+		return shm_rx_corrupt_field(sc, ring, h, "rendezvous", bad, val);
+	d->total = d->h.total;
+	d->taken = 1;
+	return 0;
+}
+
+/* The rendezvous at the head of the ring (sc->rx_ctl, shm_rx_rndv_take):
+ * read into the iovec, acknowledge once all of it is read.  Returns bytes
+ * delivered or a negative errno; *fin is set when the packet is
+ * consumed. */
+ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
+		    uint32_t len, struct rdmach_iovc *c, size_t room, int *fin)
+{
+	const struct rdmach_rndv_hdr *r = &sc->rx_ctl.h;
 	size_t done = 0;
 	ssize_t n;
 
-	if (len < sizeof(*r) || r->nsegs == 0 ||
-	    r->nsegs > RDMACH_RNDV_MAX_SEGS || len != rdmach_rndv_size(r->nsegs))
-		return shm_rx_corrupt(sc, ring, shm_load_hdr(p),
-				      "bad rendezvous");
 	*fin = 0;
 	while (sc->rx_off < r->total && done < room) {
 		n = shm_rx_rndv_read(sc, r, c, room - done);
@@ -133,6 +181,7 @@ ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
 	if (sc->rx_off == r->total) {
 		uint64_t id = r->id;
 
+		sc->rx_ctl.taken = 0;
 		shm_rx_consume(sc, ring, shm_pkt_span(len));
 		atomic_store_explicit(&sc->rx_ctrl->acked_id, id,
 				      memory_order_release);

@@ -36,9 +36,10 @@ static inline int shm_rndv_acked(const struct shm_conn *sc)
 
 /* receive */
 void shm_rx_large_start(struct shm_conn *sc);
+int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
+		     const uint8_t *p, uint64_t h);
 ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
-		    uint8_t *p, uint32_t len, struct rdmach_iovc *c,
-		    size_t room, int *fin);
+		    uint32_t len, struct rdmach_iovc *c, size_t room, int *fin);
 
 /* send */
 int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
