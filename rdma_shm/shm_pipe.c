@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -103,8 +104,10 @@ static int64_t shm_rx_chunk(struct shm_conn *sc, struct shm_rx_ring *ring,
 	if (n && (n > pp->slot || n > sc->rx_ctl.total - sc->rx_off))
 		return shm_rx_corrupt_field(sc, ring, sc->rx_hdr,
 					    "copy-area slot", "len", n);
-	pp->cur = n;
-	pp->stall_ns = 0;
+	if (n) {
+		pp->cur = n;
+		pp->stall_ns = 0;	/* progress */
+	}
 	return (int64_t)n;
 }
 
@@ -152,6 +155,17 @@ ssize_t shm_rx_pipe(struct shm_conn *sc, struct shm_rx_ring *ring,
 	return (ssize_t)done;
 }
 
+static int shm_rx_pipe_orphan(struct shm_conn *sc, uint64_t next)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "copy-area message of %" PRIu64 " bytes "
+		 "(%" PRIu64 " read): its writer posted another packet (header "
+		 "%#" PRIx64 ") before the next chunk", sc->rx_ctl.total,
+		 sc->rx_off, next);
+	return shm_rx_corrupt(sc, sc->rx_cur, sc->rx_hdr, why);
+}
+
 /* Has the writer moved on past a copy-area message whose next chunk has
  * not come?  It never posts its next packet before the message's last
  * chunk (shm_put_general): a packet at any ring's head, or after the PIPE
@@ -171,10 +185,7 @@ static int shm_rx_pipe_abandoned(struct shm_conn *sc)
 		h = shm_peer_load64_acq(p);
 		if (h)
 			return shm_rx_pipe_poll(sc->tl, shm_pipe_flag(&sc->rx_pipe),
-						0) ? 0 :
-			       shm_rx_corrupt_field(sc, sc->rx_cur, sc->rx_hdr,
-						    "copy-area message", "total",
-						    sc->rx_ctl.total);
+						0) ? 0 : shm_rx_pipe_orphan(sc, h);
 		shm_peer_miss(p);
 	}
 	return 0;
@@ -193,29 +204,32 @@ static uint64_t shm_peer_reads(const struct shm_conn *sc)
 	return sum + shm_peer_load64(&sc->tx_ctrl->acked_id);
 }
 
-/* No chunk for the peer timeout while the peer read this side's packets
- * all along: it is alive and at work on this connection, yet does not
- * write the chunks it owes; a peer that is merely busy elsewhere (moving
- * nothing) is waited for, as a slow one must be. */
+/* No chunk for the peer timeout, while the peer read this side's packets
+ * in that time: it is alive and at work on this connection, yet does not
+ * write the chunks it owes.  A peer that moved nothing here for the whole
+ * time (busy elsewhere, or slow) is waited for: the clock starts again. */
 static int shm_rx_pipe_stalled(struct shm_conn *sc)
 {
 	struct shm_pipe *pp = &sc->rx_pipe;
 	uint64_t now = rdmach_now_ns(), reads = shm_peer_reads(sc);
 	uint64_t limit = sc->conn->ctx->peer_timeout_ns;
 
-	if (!pp->stall_ns || reads == pp->stall_tails) {
-		pp->stall_ns = now;	/* (again) since the peer's last read */
+	if (pp->stall_ns && limit && now - pp->stall_ns >= limit &&
+	    reads != pp->stall_tails)
+		return rdmach_conn_fail(sc->conn, -EPROTO, "shm: rank %d (pid "
+					"%d) sent no chunk of its %" PRIu64
+					"-byte copy-area message for %" PRIu64
+					" ms (%" PRIu64 " bytes read) while it "
+					"read this side's packets",
+					sc->conn->peer, (int)sc->pid,
+					sc->rx_ctl.total,
+					(now - pp->stall_ns) / 1000000u,
+					sc->rx_off);
+	if (!pp->stall_ns || (limit && now - pp->stall_ns >= limit)) {
+		pp->stall_ns = now;
 		pp->stall_tails = reads;
-		return 0;
 	}
-	if (!limit || now - pp->stall_ns < limit)
-		return 0;
-	return rdmach_conn_fail(sc->conn, -EPROTO, "shm: rank %d (pid %d) "
-				"sent no chunk of its %" PRIu64 "-byte copy-area "
-				"message for %" PRIu64 " ms (%" PRIu64 " bytes "
-				"read) while it read this side's packets",
-				sc->conn->peer, (int)sc->pid, sc->rx_ctl.total,
-				(now - pp->stall_ns) / 1000000u, sc->rx_off);
+	return 0;
 }
 
 /* A copy-area message is at the head but its next chunk has not come:
