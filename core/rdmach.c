@@ -3,6 +3,7 @@
  * checks, per-pair transport choice, the collective wire-up, dispatch of
  * put/get to the transport, counters, finalize.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -505,7 +506,7 @@ static int core_publish_why(struct rdmach_ctx *ctx, unsigned mask)
 		return 0;
 	core_why_local(ctx, why, sizeof(why));
 	rdmach_oobval_encode(why, val, ctx->oob.value_max < sizeof(val) ?
-			ctx->oob.value_max + 1 : sizeof(val));
+			     ctx->oob.value_max + 1 : sizeof(val));
 	snprintf(key, sizeof(key), "rdmach-why-%d", ctx->rank);
 	return rdmach_oob_put(ctx, key, val);
 }
@@ -524,7 +525,6 @@ static void core_host_name(const char *hostid, char *buf, size_t len)
 static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
 			  size_t len)
 {
-
 	char key[64], val[3 * CORE_WHY_MAX + 1], esc[128];
 
 	snprintf(key, sizeof(key), "rdmach-why-%d", r);
@@ -533,6 +533,28 @@ static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
 	else if (rdmach_oobval_decode(val, buf, len))
 		snprintf(buf, len, "reason unknown (malformed: \"%s\")",
 			 rdmach_log_esc(val, esc, sizeof(esc)));
+}
+
+/* Rank r's "mask:hostid" (core_exchange_info): a hex mask of transports,
+ * of which those this build knows count (a newer peer may know more), and
+ * a host id that is not empty. */
+static int core_parse_peer_info(const char *val, int r,
+				struct core_peer_info *out)
+{
+	char esc[4 * CORE_HOSTID_MAX], *colon = NULL;
+	unsigned long mask = 0;
+
+	/* strtoul would take blanks and a sign */
+	if (isxdigit((unsigned char)val[0]))
+		mask = strtoul(val, &colon, 16);
+	if (!colon || *colon != ':' || !colon[1]) {
+		rdmach_err("malformed host id from rank %d: \"%s\"", r,
+			   rdmach_log_esc(val, esc, sizeof(esc)));
+		return -EPROTO;
+	}
+	out->tl_mask = (unsigned)(mask & ((1u << RDMACH_TL_MAX) - 1));
+	snprintf(out->hostid, sizeof(out->hostid), "%s", colon + 1);
+	return 0;
 }
 
 static int core_exchange_info(struct rdmach_ctx *ctx,
@@ -557,22 +579,13 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 	if (ret)
 		return ret;
 	for (i = 0; i < ctx->size; i++) {
-		char *colon;
-
 		snprintf(key, sizeof(key), "rdmach-%d", i);
 		ret = rdmach_oob_get(ctx, key, val, sizeof(val));
 		if (ret)
 			return ret;
-		info[i].tl_mask = (unsigned)strtoul(val, &colon, 16);
-		if (*colon != ':') {
-			char esc[2 * sizeof(val)];
-
-			rdmach_err("malformed host id from rank %d: \"%s\"", i,
-				   rdmach_log_esc(val, esc, sizeof(esc)));
-			return -EPROTO;
-		}
-		snprintf(info[i].hostid, sizeof(info[i].hostid), "%s",
-			 colon + 1);
+		ret = core_parse_peer_info(val, i, &info[i]);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }

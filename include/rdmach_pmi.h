@@ -13,6 +13,8 @@
  * default 15 min), -EMSGSIZE for a reply line longer than the server's
  * announced maxima allow, -EPROTO for a reply that is not the one its
  * request expects or that brings more than one line; each with a message.
+ * After such a failure the connection is out of step: later calls fail
+ * (-EPROTO, or -ECONNRESET once the server closed it) without a request.
  */
 #ifndef RDMACH_PMI_H
 #define RDMACH_PMI_H

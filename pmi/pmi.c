@@ -27,6 +27,9 @@
  *  - lock step: a reply's first pair must be the cmd= its request expects,
  *    and nothing may follow it before the next request (a newline inside a
  *    value would otherwise answer the next request): -EPROTO;
+ *  - after an exchange failed so (or timed out: its reply may still come),
+ *    every later request is refused (-EPROTO; -ECONNRESET once the server
+ *    closed the connection): no reply can be taken for another's;
  *  - the server's text in messages is escaped (rdmach_log_esc).
  */
 #include <errno.h>
@@ -78,6 +81,7 @@ struct rdmach_pmi {
 	size_t keylen_max;
 	size_t vallen_max;
 	uint64_t timeout_ms[PMI_K_NUM];	/* 0: none */
+	int broken;		/* a call's exchange failed: its error */
 	char *kvsname;
 	char *buf;		/* received bytes not yet consumed */
 	size_t buf_len;
@@ -398,6 +402,18 @@ static int pmi_parse_reply(char *line, const char *what, const char *expect,
 	return 0;
 }
 
+/* After a failed exchange (a timeout, a reply out of step) a late or extra
+ * reply could be taken for the next request's: no more requests. */
+static int pmi_check_broken(const struct rdmach_pmi *pmi, const char *what)
+{
+	if (!pmi->broken)
+		return 0;
+	rdmach_err("PMI %s: not sent: an earlier exchange with the PMI server "
+		   "failed (%s), its replies could be out of step", what,
+		   strerror(-pmi->broken));
+	return pmi->broken == -ECONNRESET ? -ECONNRESET : -EPROTO;
+}
+
 /* Send a request and read a reply whose cmd must be `expect`. */
 static int pmi_call(struct rdmach_pmi *pmi, const char *what,
 		    const char *expect, struct pmi_wire_msg *rep,
@@ -412,7 +428,9 @@ static int pmi_call(struct rdmach_pmi *pmi, const char *what,
 	char *line = NULL;
 	int ret;
 
-	ret = pmi_check_idle(pmi, what);
+	ret = pmi_check_broken(pmi, what);
+	if (!ret)
+		ret = pmi_check_idle(pmi, what);
 	if (ret)
 		return ret;
 	va_start(ap, fmt);
@@ -422,6 +440,8 @@ static int pmi_call(struct rdmach_pmi *pmi, const char *what,
 		ret = pmi_read_line(pmi, &line, what, expect);
 	if (!ret)
 		ret = pmi_parse_reply(line, what, expect, rep);
+	if (ret)
+		pmi->broken = ret;
 	return ret;
 }
 

@@ -6,6 +6,7 @@
  * decimal text must read as decimal (a leading 0 is no octal).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,11 @@ static const struct rdmach_knob fuzz_knobs[FK_NUM] = {
 };
 RDMACH_KNOB_TABLE(fuzz, fuzz_knobs);
 
+#define FUZZ_VALUE_MAX 4096
+/* NAME=value for putenv: setenv would keep every old string (glibc), and
+ * the fuzzer's memory would grow without end. */
+static char fuzz_env[FK_NUM][32 + FUZZ_VALUE_MAX + 1];
+
 /* Digits only, short enough not to overflow: the decimal value. */
 static int fuzz_decimal(const char *s, uint64_t *v)
 {
@@ -39,12 +45,14 @@ static int fuzz_decimal(const char *s, uint64_t *v)
 	return 1;
 }
 
-static void fuzz_check(const struct rdmach_knob *k, const char *s)
+static void fuzz_check(int i, const char *s)
 {
+	const struct rdmach_knob *k = &fuzz_knobs[i];
 	uint64_t v = 12345, dec;
 	int ret;
 
-	setenv(k->name, s, 1);
+	snprintf(fuzz_env[i], sizeof(fuzz_env[i]), "%s=%s", k->name, s);
+	putenv(fuzz_env[i]);
 	ret = rdmach_knob_u64(k, &v);
 	unsetenv(k->name);
 	if (ret == -ENODATA && !strcmp(k->deflt, RDMACH_KNOB_AUTO))
@@ -68,15 +76,18 @@ static void fuzz_check(const struct rdmach_knob *k, const char *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *s = malloc(size + 1);
+	char *s;
 	int i;
 
+	if (size > FUZZ_VALUE_MAX)
+		return 0;
+	s = malloc(size + 1);
 	if (!s)
 		abort();
 	memcpy(s, data, size);
 	s[size] = '\0';
 	for (i = 0; i < FK_NUM; i++)
-		fuzz_check(&fuzz_knobs[i], s);
+		fuzz_check(i, s);
 	free(s);
 	return 0;
 }
