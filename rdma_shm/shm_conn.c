@@ -12,7 +12,7 @@
 __attribute__((noinline)) uint64_t
 shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r)
 {
-	uint64_t tail = atomic_load_explicit(r->tail, memory_order_acquire);
+	uint64_t tail = shm_peer_probe64(r->tail);
 
 	if (tail != r->tail_seen) {
 		r->tail_seen = tail;

@@ -78,11 +78,19 @@ struct shm_pipe {
 /* The control packet at the head of the receive rings, as loaded once
  * from the ring and checked (shm_peer.h): a rendezvous, or a copy-area
  * message's total. */
+#define SHM_RNDV_BYTES (sizeof(struct rdmach_rndv_hdr) + \
+			RDMACH_RNDV_MAX_SEGS * sizeof(struct rdmach_rndv_seg))
+
+/* Room for a rendezvous descriptor of up to RDMACH_RNDV_MAX_SEGS. */
+union shm_rndv_buf {
+	struct rdmach_rndv_hdr h;
+	uint8_t bytes[SHM_RNDV_BYTES];
+};
+
 struct shm_rx_ctl {
 	int taken;			/* the fields below hold it */
 	uint64_t total;			/* bytes it carries */
-	struct rdmach_rndv_hdr h;	/* RNDV: the descriptor */
-	struct rdmach_rndv_seg seg[RDMACH_RNDV_MAX_SEGS];
+	union shm_rndv_buf d;		/* RNDV: the descriptor */
 };
 
 struct shm_conn {
@@ -118,7 +126,6 @@ struct shm_conn {
 	uint64_t rx_off;		/* bytes of the current packet consumed */
 	uint64_t rx_held;		/* ... of all rings, not given back yet */
 	struct shm_pipe rx_pipe;	/* the peer's copy area in my segment */
-	struct shm_rx_ctl rx_ctl;	/* the control packet at the head */
 
 	unsigned duplex;		/* shm_rx_large_start */
 	struct shm_bell *peer_bell;	/* the peer's doorbell, if it is on */
@@ -127,6 +134,9 @@ struct shm_conn {
 	uint32_t idle_polls;		/* sends that found the ring full */
 	uint32_t rx_idle_polls;		/* gets that found nothing */
 	uint64_t next_check_ns;
+
+	/* last: it ends in a rendezvous descriptor (a flexible array) */
+	struct shm_rx_ctl rx_ctl;	/* the control packet at the head */
 };
 
 struct shm_tl {

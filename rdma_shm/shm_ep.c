@@ -227,6 +227,7 @@ static int shm_rx_stray(struct shm_conn *sc)
 			sc->rx_cur = r;
 			return 0;
 		}
+		shm_peer_miss(p);	/* looked at again: */
 		if (shm_rx_next(sc, &x))
 			return 0;
 		snprintf(field, sizeof(field), "seq (expected %u)", sc->rx_seq);
@@ -254,7 +255,7 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 			return 0;
 	}
 	rdmach_iovc_init(&c, iov, iovcnt);
-	if (shm_peer_load32_acq(&sc->rx_ctrl->writer_closed)) {
+	if (shm_peer_probe32(&sc->rx_ctrl->writer_closed)) {
 		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : -ESHUTDOWN;
 	}
@@ -451,8 +452,7 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 {
 	ssize_t n;
 
-	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire)) {
+	if (shm_peer_probe32(&sc->tx_ctrl->reader_closed)) {
 		if (sc->rndv.active && shm_rndv_acked(sc))
 			return shm_tx_rndv_poll(sc, iov, iovcnt);
 		return -EPIPE;
@@ -491,8 +491,7 @@ shm_put_one(struct rdmach_conn *conn, const struct iovec *iov, int iovcnt,
 
 	if (total > sc->one_pkt_max || sc->rndv.active || sc->tx_pipe.left ||
 	    !(r = shm_tx_ring_for(sc, total, need, ticket != NULL)) ||
-	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire)) {
+	    shm_peer_probe32(&sc->tx_ctrl->reader_closed)) {
 		n = shm_put_general(sc, iov, iovcnt, total, ticket);
 		shm_bell_ring(sc);
 		return n;

@@ -867,8 +867,7 @@ static void shm_close_drain(struct shm_tl *tl, uint64_t deadline_ns)
 
 			if (shm_rndv_all_read(sc) || sc->conn->err ||
 			    shm_peer_dead(sc) ||
-			    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-						 memory_order_acquire))
+			    shm_peer_probe32(&sc->tx_ctrl->reader_closed))
 				continue;
 			pending++;
 		}

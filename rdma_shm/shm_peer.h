@@ -10,8 +10,12 @@
  *    rendezvous or copy-area packet) is copied whole with shm_peer_snap
  *    and checked in the copy;
  *  - a poll (a header or a flag awaited) may load the same word again
- *    while it finds nothing; once it finds something, that value is kept
- *    and the word is not loaded again for the same packet.
+ *    while it finds nothing (shm_peer_miss); once it finds something,
+ *    that value is kept and the word is not loaded again for the same
+ *    packet;
+ *  - a probe (shm_peer_probe*: a close flag, a count compared for a
+ *    change) is a word every value of which is harmless, tested and
+ *    dropped: it may be loaded again.
  * The ring payload itself (bytes of the stream) is copied, not loaded as
  * fields: a peer that changes it changes only its own message.
  *
@@ -114,5 +118,22 @@ static inline void shm_peer_epoch(void)
 {
 }
 #endif
+
+/* Probes (ACQUIRE): see above. */
+static inline uint64_t shm_peer_probe64(const volatile void *p)
+{
+	uint64_t v = shm_peer_load64_acq(p);
+
+	shm_peer_miss(p);
+	return v;
+}
+
+static inline uint32_t shm_peer_probe32(const volatile void *p)
+{
+	uint32_t v = shm_peer_load32_acq(p);
+
+	shm_peer_miss(p);
+	return v;
+}
 
 #endif /* RDMACH_SHM_PEER_H */

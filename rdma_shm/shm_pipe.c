@@ -19,20 +19,19 @@ static inline void shm_cpu_relax(void)
 #endif
 }
 
-/* The flag f of the next slot, once it is (full ? non-zero : zero): at
- * once, or -- when this call has already moved a chunk, so the peer is at
- * the same message -- after up to RDMACH_SHM_PIPE_SPIN polls.  Returns
- * the flag's value; the caller checks it. */
+/* The flag f of the writer's next slot, once it is zero (free): at once,
+ * or -- when this call has already moved a chunk, so the peer is at the
+ * same message -- after up to RDMACH_SHM_PIPE_SPIN polls.  Returns the
+ * flag's value; the caller checks it. */
 static inline uint64_t shm_pipe_wait(const struct shm_tl *tl,
-				     struct shm_pipe_flag *f, int full,
-				     size_t moved)
+				     struct shm_pipe_flag *f, size_t moved)
 {
-	uint64_t v = atomic_load_explicit(&f->len, memory_order_acquire);
+	uint64_t v = shm_peer_probe64(&f->len);
 	uint32_t spins = moved ? tl->pipe_spin : 0;
 
-	while ((v != 0) != full && spins--) {
+	while (v && spins--) {
 		shm_cpu_relax();
-		v = atomic_load_explicit(&f->len, memory_order_acquire);
+		v = shm_peer_probe64(&f->len);
 	}
 	return v;
 }
@@ -65,6 +64,12 @@ static inline uint64_t shm_rx_pipe_poll(const struct shm_tl *tl,
 	if (!v)
 		shm_peer_miss(&f->len);
 	return v;
+}
+
+/* Has the next chunk come?  (A probe: the get that follows loads it.) */
+static int shm_rx_pipe_probe(const struct shm_conn *sc)
+{
+	return shm_peer_probe64(&shm_pipe_flag(&sc->rx_pipe)->len) != 0;
 }
 
 /* A PIPE packet has come to the head of ring r (at p, header h): load its
@@ -141,6 +146,9 @@ ssize_t shm_rx_pipe(struct shm_conn *sc, struct shm_rx_ring *ring,
 		if (pp->off == (uint64_t)n) {	/* after the last load from it */
 			atomic_store_explicit(&shm_pipe_flag(pp)->len, 0,
 					      memory_order_release);
+			/* the slot is the writer's again: a later load of
+			 * its flag is a new chunk's */
+			shm_peer_miss(&shm_pipe_flag(pp)->len);
 			pp->next++;
 			pp->off = 0;
 			pp->cur = 0;
@@ -182,11 +190,10 @@ static int shm_rx_pipe_abandoned(struct shm_conn *sc)
 
 		if (at - r->released >= r->mask + 1)
 			continue;	/* a word not zeroed yet (lap guard) */
-		h = shm_peer_load64_acq(p);
+		h = shm_peer_probe64(p);
 		if (h)
-			return shm_rx_pipe_poll(sc->tl, shm_pipe_flag(&sc->rx_pipe),
-						0) ? 0 : shm_rx_pipe_orphan(sc, h);
-		shm_peer_miss(p);
+			return shm_rx_pipe_probe(sc) ? 0 :
+			       shm_rx_pipe_orphan(sc, h);
 	}
 	return 0;
 }
@@ -200,8 +207,8 @@ static uint64_t shm_peer_reads(const struct shm_conn *sc)
 
 	for (i = 0; i < SHM_NRINGS; i++)
 		if (sc->tx[i].size)
-			sum += shm_peer_load64(sc->tx[i].tail);
-	return sum + shm_peer_load64(&sc->tx_ctrl->acked_id);
+			sum += shm_peer_probe64(sc->tx[i].tail);
+	return sum + shm_peer_probe64(&sc->tx_ctrl->acked_id);
 }
 
 /* No chunk for the peer timeout, while the peer read this side's packets
@@ -242,17 +249,16 @@ __attribute__((noinline)) ssize_t shm_rx_pipe_idle(struct shm_conn *sc)
 
 	if (++sc->rx_idle_polls % SHM_IDLE_POLLS)
 		return 0;
-	if (shm_peer_load32_acq(&sc->rx_ctrl->writer_closed))
-		return shm_rx_pipe_poll(sc->tl, shm_pipe_flag(&sc->rx_pipe), 0) ?
-		       0 : -ESHUTDOWN;
+	if (shm_peer_probe32(&sc->rx_ctrl->writer_closed))
+		return shm_rx_pipe_probe(sc) ? 0 : -ESHUTDOWN;
 	err = shm_rx_pipe_abandoned(sc);
 	if (err)
 		return err;
 	if (!shm_peer_check_due(sc))
 		return 0;
 	if (shm_peer_dead(sc))
-		return shm_rx_pipe_poll(sc->tl, shm_pipe_flag(&sc->rx_pipe), 0) ?
-		       0 : shm_fail_dead(sc, "in the middle of a large message");
+		return shm_rx_pipe_probe(sc) ? 0 :
+		       shm_fail_dead(sc, "in the middle of a large message");
 	return shm_rx_pipe_stalled(sc);
 }
 
@@ -267,7 +273,7 @@ static int shm_tx_pipe_start(struct shm_conn *sc, uint64_t total)
 	struct shm_tx_ring *r;
 	uint8_t *p;
 
-	if (atomic_load_explicit(&shm_pipe_flag(pp)->len, memory_order_acquire))
+	if (shm_peer_probe64(&shm_pipe_flag(pp)->len))
 		return -EAGAIN;
 	r = shm_tx_ring_for(sc, sizeof(pkt), SHM_LINE, 0);
 	if (!r)
@@ -333,7 +339,7 @@ ssize_t shm_tx_pipe(struct shm_conn *sc, const struct iovec *iov,
 		struct shm_pipe_flag *f = shm_pipe_flag(pp);
 		uint64_t n = take - done < pp->chunk ? take - done : pp->chunk;
 
-		if (shm_pipe_wait(sc->tl, f, 0, done))
+		if (shm_pipe_wait(sc->tl, f, done))
 			break;
 		n = shm_pipe_cut(pp, &c, n);
 		pp->first = 0;

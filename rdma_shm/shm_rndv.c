@@ -40,8 +40,7 @@ void shm_rx_large_start(struct shm_conn *sc)
 static int shm_duplex(const struct shm_conn *sc)
 {
 	return sc->duplex ||
-	       atomic_load_explicit(&sc->rx_ctrl->crossing,
-				    memory_order_relaxed);
+	       shm_peer_probe32(&sc->rx_ctrl->crossing);
 }
 
 /* Remote pieces for bytes [off, off + len) of a rendezvous. */
@@ -110,25 +109,25 @@ static ssize_t shm_rx_rndv_read(struct shm_conn *sc,
  * segments, exactly as many as len holds, none empty, and a total that is
  * their sum (a larger one would wait forever for bytes that no segment
  * holds).  *field and *val name what is wrong. */
-static const char *shm_rndv_bad(const struct shm_rx_ctl *d, uint32_t len,
+static const char *shm_rndv_bad(const struct rdmach_rndv_hdr *d, uint32_t len,
 				uint64_t *val)
 {
 	uint64_t sum = 0;
 	uint32_t i;
 
-	*val = d->h.nsegs;
-	if (!d->h.nsegs || d->h.nsegs > RDMACH_RNDV_MAX_SEGS)
+	*val = d->nsegs;
+	if (!d->nsegs || d->nsegs > RDMACH_RNDV_MAX_SEGS)
 		return "nsegs";
-	if (len != rdmach_rndv_size(d->h.nsegs))
+	if (len != rdmach_rndv_size(d->nsegs))
 		return "nsegs (for its len)";
-	for (i = 0; i < d->h.nsegs; i++) {
+	for (i = 0; i < d->nsegs; i++) {
 		*val = d->seg[i].len;
 		if (!d->seg[i].len || d->seg[i].len > UINT64_MAX - sum)
 			return "seg len";
 		sum += d->seg[i].len;
 	}
-	*val = d->h.total;
-	return d->h.total != sum ? "total (not the sum of its segments)" : NULL;
+	*val = d->total;
+	return d->total != sum ? "total (not the sum of its segments)" : NULL;
 }
 
 /* A rendezvous has come to the head of ring r (at p, header h): load it
@@ -137,24 +136,23 @@ static const char *shm_rndv_bad(const struct shm_rx_ctl *d, uint32_t len,
 int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
 		     const uint8_t *p, uint64_t h)
 {
-	struct shm_rx_ctl *d = &sc->rx_ctl;
+	struct rdmach_rndv_hdr *d = &sc->rx_ctl.d.h;
 	uint32_t len = shm_hdr_len(h);
-	const char *bad;
+	const char *bad = "len";
 	uint64_t val = len;
 
-	bad = "len";
-	if (len >= sizeof(d->h)) {
-		shm_peer_snap(&d->h, p + SHM_HDR, sizeof(d->h));
-		if (d->h.nsegs && d->h.nsegs <= RDMACH_RNDV_MAX_SEGS &&
-		    len == rdmach_rndv_size(d->h.nsegs))
-			shm_peer_snap(d->seg, p + SHM_HDR + sizeof(d->h),
-				      d->h.nsegs * sizeof(d->seg[0]));
+	if (len >= sizeof(*d)) {
+		shm_peer_snap(d, p + SHM_HDR, sizeof(*d));
+		if (d->nsegs && d->nsegs <= RDMACH_RNDV_MAX_SEGS &&
+		    len == rdmach_rndv_size(d->nsegs))
+			shm_peer_snap(d->seg, p + SHM_HDR + sizeof(*d),
+				      d->nsegs * sizeof(d->seg[0]));
 		bad = shm_rndv_bad(d, len, &val);
 	}
 	if (bad)
 		return shm_rx_corrupt_field(sc, ring, h, "rendezvous", bad, val);
-	d->total = d->h.total;
-	d->taken = 1;
+	sc->rx_ctl.total = d->total;
+	sc->rx_ctl.taken = 1;
 	return 0;
 }
 
@@ -165,7 +163,7 @@ int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
 ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
 		    uint32_t len, struct rdmach_iovc *c, size_t room, int *fin)
 {
-	const struct rdmach_rndv_hdr *r = &sc->rx_ctl.h;
+	const struct rdmach_rndv_hdr *r = &sc->rx_ctl.d.h;
 	size_t done = 0;
 	ssize_t n;
 
@@ -220,10 +218,7 @@ static void shm_rndv_cover(const struct iovec *iov, int n,
 static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 				int iovcnt, int *covered)
 {
-	struct {
-		struct rdmach_rndv_hdr h;
-		struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
-	} ctl;
+	union shm_rndv_buf ctl;
 	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
 	size_t head = rdmach_rndv_head_len(iov, iovcnt), bytes;
 	uint64_t pos, contig, need, len, hspan = head ? shm_pkt_span(head) : 0;
@@ -255,7 +250,7 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 	ctl.h.id = sc->next_rndv_id++;
 	ctl.h.total = bytes;
 	ctl.h.flags = 0;
-	memcpy(r->base + pos + SHM_HDR, &ctl, len);
+	memcpy(r->base + pos + SHM_HDR, ctl.bytes, len);
 	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_RNDV, (uint32_t)len,
 		    need - hspan);
 	sc->conn->stats.packets_sent++;
@@ -334,7 +329,7 @@ int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 	int reused = -1;		/* unknown without RDMACH_SHM_RECENT */
 
 	if (!tl->cma || total < tl->rndv_min ||
-	    !atomic_load_explicit(&sc->tx_ctrl->cma_ok, memory_order_relaxed))
+	    !shm_peer_probe32(&sc->tx_ctrl->cma_ok))
 		return 0;
 	if (tl->recent)
 		reused = shm_recent_buf(tl, shm_main_buf(iov, iovcnt));
@@ -375,16 +370,14 @@ int shm_put_done(struct rdmach_conn *conn, uint64_t *done)
 {
 	struct shm_conn *sc = conn->priv;
 
-	*done = atomic_load_explicit(&sc->tx_ctrl->acked_id,
-				     memory_order_acquire);
+	*done = shm_peer_probe64(&sc->tx_ctrl->acked_id);
 	if (*done + 1 >= sc->next_rndv_id)
 		return 0;
 	if (conn->err)
 		return conn->err;
 	if (shm_idle_peer_dead(sc))
 		return shm_fail_dead(sc, "before reading a zero-copy put");
-	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire))
+	if (shm_peer_probe32(&sc->tx_ctrl->reader_closed))
 		return rdmach_conn_fail(conn, -EPIPE, "shm: rank %d finalized "
 					"before reading a zero-copy put",
 					conn->peer);

@@ -23,15 +23,13 @@
 static inline int shm_rndv_all_read(const struct shm_conn *sc)
 {
 	return sc->next_rndv_id <= 1 ||
-	       atomic_load_explicit(&sc->tx_ctrl->acked_id,
-				    memory_order_acquire) + 1 >= sc->next_rndv_id;
+	       shm_peer_probe64(&sc->tx_ctrl->acked_id) + 1 >= sc->next_rndv_id;
 }
 
 /* Has the peer read the rendezvous the pending put waits for? */
 static inline int shm_rndv_acked(const struct shm_conn *sc)
 {
-	return atomic_load_explicit(&sc->tx_ctrl->acked_id,
-				    memory_order_acquire) >= sc->rndv.id;
+	return shm_peer_probe64(&sc->tx_ctrl->acked_id) >= sc->rndv.id;
 }
 
 /* receive */
