@@ -259,12 +259,12 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : -ESHUTDOWN;
 	}
-	n = shm_rx_stray(sc);
-	if (n < 0)
+	if (!shm_peer_check_due(sc))
+		return 0;
+	n = shm_rx_stray(sc);	/* as often as liveness: it costs loads */
+	if (n < 0 || sc->rx_hdr)	/* (one just came: the next get) */
 		return n;
-	if (sc->rx_hdr)
-		return shm_rx_drain(sc, &c, total, 0);
-	if (shm_peer_check_due(sc) && shm_peer_dead(sc)) {
+	if (shm_peer_dead(sc)) {
 		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : shm_fail_dead(sc, "(nothing left to read)");
 	}
