@@ -131,23 +131,7 @@ static int get_pieces(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
 				   int *ret)
 {
-	rdmach_conn_t *c;
-	int err;
-
-	for (; env[0]; env += 2)
-		setenv(env[0], env[1], 1);
-	err = tst_connect(t, &t->ctx);
-	if (err) {
-		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
-		return NULL;
-	}
-	c = tst_conn(t, 1 - t->rank);
-	if (!c || shm_only(t, c)) {
-		*ret = c ? TST_SKIP : -1;
-		return NULL;
-	}
-	*ret = 0;
-	return c;
+	return tst_connect_env(t, env, "shm", ret);
 }
 
 /* Connect with env; rank 1 then dies (SIGKILL), rank 0 gets a zeroed

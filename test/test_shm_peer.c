@@ -24,30 +24,12 @@
 
 #define HUGE_GET (64u << 20)	/* a get far larger than any segment */
 
-/* Connect with env (name, value, ..., NULL); the shm connection to the
+/* Connect with env (name, value, ..., NULL): the shm connection to the
  * other rank, or NULL with *ret set. */
 static rdmach_conn_t *connect_env(struct tst *t, const char *const *env,
 				  int *ret)
 {
-	rdmach_conn_t *c;
-	const char *tr;
-	int err;
-
-	for (; env[0]; env += 2)
-		setenv(env[0], env[1], 1);
-	err = tst_connect(t, &t->ctx);
-	if (err) {
-		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
-		return NULL;
-	}
-	c = tst_conn(t, 1 - t->rank);
-	tr = c ? rdmach_conn_transport(c) : NULL;
-	if (!tr || strcmp(tr, "shm")) {
-		*ret = tst_skip(t, "connection is not shm");
-		return NULL;
-	}
-	*ret = 0;
-	return c;
+	return tst_connect_env(t, env, "shm", ret);
 }
 
 /* The hostile writer: a packet of type and header len, payload plen bytes
@@ -97,55 +79,6 @@ static const char *const plain_env[] = { "RDMACH_SHM_CMA", "0",
 	"RDMACH_SHM_PIPE", "0", NULL };
 static const char *const pipe_env[] = { "RDMACH_SHM_CMA", "0", NULL };
 
-/* The victim has read 100 bytes of a 4000-byte packet when the writer
- * rewrites its header's len to 10: the rest of the get must still be the
- * 3900 bytes of the packet as it was announced (the len read once), not a
- * copy from the ring's far side (len - 100 wrapped). */
-static int peer_data_len_refetch(struct tst *t)
-{
-	uint8_t pat[4000], *buf = NULL, *p = NULL;
-	rdmach_conn_t *c;
-	uint32_t seq = 0;
-	ssize_t n;
-	int ret;
-
-	c = connect_env(t, plain_env, &ret);
-	if (!c)
-		return ret;
-	tst_pat_fill(pat, sizeof(pat), 7, 0);
-	if (t->rank == 1) {
-		seq = raw_seq(c);
-		p = raw_post(c, SHM_MAIN, RDMACH_PKT_DATA, sizeof(pat), pat,
-			     sizeof(pat), seq);
-	}
-	if (tst_barrier(t))
-		return -1;
-	if (t->rank == 0) {
-		n = get_wait(c, pat, 100, 2000);	/* pat: the first 100 */
-		TST_CHECK(t, n == 100, "first get: %zd", n);
-	}
-	if (tst_barrier(t))
-		return -1;
-	if (t->rank == 1)
-		atomic_store_explicit((_Atomic uint64_t *)(void *)p,
-				      shm_hdr_make(seq, RDMACH_PKT_DATA, 10),
-				      memory_order_release);
-	if (tst_barrier(t))
-		return -1;
-	if (t->rank == 0) {
-		buf = malloc(HUGE_GET);
-		if (!buf)
-			return tst_fail(t, "out of memory");
-		n = get_wait(c, buf, HUGE_GET, 500);
-		tst_pat_fill(pat, sizeof(pat), 7, 0);
-		if (n != 3900 || memcmp(buf, pat + 100, 3900))
-			ret = tst_fail(t, "after the len shrank: %zd bytes "
-				       "(want the 3900 announced)", n);
-		free(buf);
-	}
-	return ret ? ret : tst_barrier(t);
-}
-
 /* The writer's copy area in the victim's segment: slot 0 gets len bytes
  * of pat and its flag len.  Returns the flag. */
 static _Atomic uint64_t *raw_chunk(rdmach_conn_t *c, const uint8_t *pat,
@@ -177,36 +110,79 @@ static int has_pipe(struct tst *t, rdmach_conn_t *c)
 	return t->rank == 0 || sc->tx_pipe.slot >= 4096;
 }
 
-/* Likewise for a copy-area chunk: the victim has read 100 bytes of a
- * 4000-byte chunk when its flag drops to 10. */
-static int peer_pipe_len_refetch(struct tst *t)
+/* connect_env, with a copy area for the hostile writer */
+static rdmach_conn_t *connect_pipe(struct tst *t, const char *const *env,
+				   int *ret)
 {
-	uint8_t pat[4000], *buf;
-	_Atomic uint64_t *flag = NULL;
+	rdmach_conn_t *c = connect_env(t, env, ret);
+
+	if (c && !has_pipe(t, c)) {
+		*ret = tst_fail(t, "no copy area");
+		return NULL;
+	}
+	return c;
+}
+
+#define REFETCH_LEN 4000u
+
+/* The hostile writer posts REFETCH_LEN bytes of pat: returns the word
+ * that says how many, and in *shrunk that word saying 10. */
+typedef _Atomic uint64_t *refetch_post_fn(rdmach_conn_t *c, const uint8_t *pat,
+					  uint64_t *shrunk);
+
+/* ... as one data packet */
+static _Atomic uint64_t *post_packet(rdmach_conn_t *c, const uint8_t *pat,
+				     uint64_t *shrunk)
+{
+	uint32_t seq = raw_seq(c);
+	uint8_t *p = raw_post(c, SHM_MAIN, RDMACH_PKT_DATA, REFETCH_LEN, pat,
+			      REFETCH_LEN, seq);
+
+	*shrunk = shm_hdr_make(seq, RDMACH_PKT_DATA, 10);
+	return (_Atomic uint64_t *)(void *)p;
+}
+
+/* ... as the first chunk of a copy-area message of twice that */
+static _Atomic uint64_t *post_chunk(rdmach_conn_t *c, const uint8_t *pat,
+				    uint64_t *shrunk)
+{
+	raw_pipe_pkt(c, SHM_MAIN, 2 * REFETCH_LEN);
+	*shrunk = 10;
+	return raw_chunk(c, pat, REFETCH_LEN);
+}
+
+/* The victim has read 100 of the REFETCH_LEN bytes when the writer
+ * rewrites the word that announced them to say 10: the rest of the get
+ * must still be the 3900 bytes announced (the word read once), not a copy
+ * from far past the ring or the slot (10 - 100 wrapped). */
+static int refetch_case(struct tst *t, const char *const *env,
+			refetch_post_fn *post, const char *what)
+{
+	uint8_t pat[REFETCH_LEN], *buf;
+	_Atomic uint64_t *word = NULL;
+	uint64_t shrunk = 0;
 	rdmach_conn_t *c;
 	ssize_t n;
 	int ret;
 
-	c = connect_env(t, pipe_env, &ret);
+	c = connect_env(t, env, &ret);
 	if (!c)
 		return ret;
-	if (!has_pipe(t, c))
+	if (post == post_chunk && !has_pipe(t, c))
 		return tst_fail(t, "no copy area");
-	tst_pat_fill(pat, sizeof(pat), 9, 0);
-	if (t->rank == 1) {
-		raw_pipe_pkt(c, SHM_MAIN, 8000);
-		flag = raw_chunk(c, pat, sizeof(pat));
-	}
+	tst_pat_fill(pat, sizeof(pat), 7, 0);
+	if (t->rank == 1)
+		word = post(c, pat, &shrunk);
 	if (tst_barrier(t))
 		return -1;
 	if (t->rank == 0) {
-		n = get_wait(c, pat, 100, 2000);
+		n = get_wait(c, pat, 100, 2000);	/* pat: the first 100 */
 		TST_CHECK(t, n == 100, "first get: %zd", n);
 	}
 	if (tst_barrier(t))
 		return -1;
 	if (t->rank == 1)
-		atomic_store_explicit(flag, 10, memory_order_release);
+		atomic_store_explicit(word, shrunk, memory_order_release);
 	if (tst_barrier(t))
 		return -1;
 	if (t->rank == 0) {
@@ -214,13 +190,24 @@ static int peer_pipe_len_refetch(struct tst *t)
 		if (!buf)
 			return tst_fail(t, "out of memory");
 		n = get_wait(c, buf, HUGE_GET, 500);
-		tst_pat_fill(pat, sizeof(pat), 9, 0);
-		if (n != 3900 || memcmp(buf, pat + 100, 3900))
-			ret = tst_fail(t, "after the flag shrank: %zd bytes "
-				       "(want the 3900 of the chunk)", n);
+		tst_pat_fill(pat, sizeof(pat), 7, 0);
+		if (n != REFETCH_LEN - 100 || memcmp(buf, pat + 100, (size_t)n))
+			ret = tst_fail(t, "after the %s shrank: %zd bytes (want "
+				       "the %u announced)", what, n,
+				       REFETCH_LEN - 100);
 		free(buf);
 	}
 	return ret ? ret : tst_barrier(t);
+}
+
+static int peer_data_len_refetch(struct tst *t)
+{
+	return refetch_case(t, plain_env, post_packet, "packet's len");
+}
+
+static int peer_pipe_len_refetch(struct tst *t)
+{
+	return refetch_case(t, pipe_env, post_chunk, "slot's flag");
 }
 
 /* Rank 0 expects -EPROTO from its gets within ms, nothing delivered
@@ -235,88 +222,86 @@ static int expect_eproto(struct tst *t, rdmach_conn_t *c, unsigned ms)
 	return 0;
 }
 
-/* A rendezvous whose total exceeds its one segment's 1000 bytes: the
- * bytes past them exist nowhere, and a reader that took the total would
- * wait for them forever. */
-static int peer_rndv_total(struct tst *t)
+/* Rank 1 does harm (in env, with a copy area if need_pipe), then rank 0
+ * must see -EPROTO within 3 s and nothing delivered before. */
+static int eproto_case(struct tst *t, const char *const *env, int need_pipe,
+		       void (*harm)(rdmach_conn_t *c))
 {
-	static const char *const env[] = { "RDMACH_SHM_PIPE", "0", NULL };
-	static uint8_t src[1000];
-	struct {
-		struct rdmach_rndv_hdr h;
-		struct rdmach_rndv_seg s[1];
-	} d;
 	rdmach_conn_t *c;
 	int ret;
 
 	c = connect_env(t, env, &ret);
 	if (!c)
 		return ret;
-	if (t->rank == 1) {
-		memset(&d, 0, sizeof(d));
-		d.h.id = 1;
-		d.h.total = 2000;
-		d.h.nsegs = 1;
-		d.s[0].addr = (uint64_t)(uintptr_t)src;
-		d.s[0].len = sizeof(src);
-		raw_post(c, SHM_MAIN, RDMACH_PKT_RNDV, sizeof(d), &d,
-			 sizeof(d), raw_seq(c));
-	}
+	if (need_pipe && !has_pipe(t, c))
+		return tst_fail(t, "no copy area");
+	if (t->rank == 1)
+		harm(c);
 	if (tst_barrier(t))
 		return -1;
 	if (t->rank == 0)
 		ret = expect_eproto(t, c, 3000);
 	return ret ? ret : tst_barrier(t);
+}
+
+/* A rendezvous whose total exceeds its one segment's 1000 bytes: the
+ * bytes past them exist nowhere, and a reader that took the total would
+ * wait for them forever. */
+static void harm_rndv_total(rdmach_conn_t *c)
+{
+	static uint8_t src[1000];
+	struct {
+		struct rdmach_rndv_hdr h;
+		struct rdmach_rndv_seg s[1];
+	} d;
+
+	memset(&d, 0, sizeof(d));
+	d.h.id = 1;
+	d.h.total = 2000;
+	d.h.nsegs = 1;
+	d.s[0].addr = (uint64_t)(uintptr_t)src;
+	d.s[0].len = sizeof(src);
+	raw_post(c, SHM_MAIN, RDMACH_PKT_RNDV, sizeof(d), &d, sizeof(d),
+		 raw_seq(c));
+}
+
+static int peer_rndv_total(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_PIPE", "0", NULL };
+
+	return eproto_case(t, env, 0, harm_rndv_total);
 }
 
 /* A packet numbered 7 ahead of the one expected: the expected one can
  * never come before it (packets are posted in order). */
-static int peer_seq_wrong(struct tst *t)
+static void harm_seq_wrong(rdmach_conn_t *c)
 {
 	uint8_t pat[64];
-	rdmach_conn_t *c;
-	int ret;
 
-	c = connect_env(t, plain_env, &ret);
-	if (!c)
-		return ret;
-	if (t->rank == 1) {
-		uint32_t seq = raw_seq(c);
+	tst_pat_fill(pat, sizeof(pat), 3, 0);
+	raw_post(c, SHM_MAIN, RDMACH_PKT_DATA, 200, pat, sizeof(pat),
+		 raw_seq(c) + 7);
+}
 
-		tst_pat_fill(pat, sizeof(pat), 3, 0);
-		raw_post(c, SHM_MAIN, RDMACH_PKT_DATA, 200, pat, sizeof(pat),
-			 seq + 7);
-	}
-	if (tst_barrier(t))
-		return -1;
-	if (t->rank == 0)
-		ret = expect_eproto(t, c, 3000);
-	return ret ? ret : tst_barrier(t);
+static int peer_seq_wrong(struct tst *t)
+{
+	return eproto_case(t, plain_env, 0, harm_seq_wrong);
 }
 
 /* A copy-area message whose writer posts its next packet without sending
  * a chunk: the chunks will never come. */
-static int peer_pipe_abandoned(struct tst *t)
+static void harm_pipe_abandoned(rdmach_conn_t *c)
 {
 	uint8_t pat[32] = { 0 };
-	rdmach_conn_t *c;
-	int ret;
 
-	c = connect_env(t, pipe_env, &ret);
-	if (!c)
-		return ret;
-	if (!has_pipe(t, c))
-		return tst_fail(t, "no copy area");
-	if (t->rank == 1) {
-		raw_pipe_pkt(c, SHM_MAIN, 8000);
-		raw_post(c, SHM_MAIN, RDMACH_PKT_DATA, sizeof(pat), pat,
-			 sizeof(pat), raw_seq(c));
-	}
-	if (tst_barrier(t))
-		return -1;
-	if (t->rank == 0)
-		ret = expect_eproto(t, c, 3000);
-	return ret ? ret : tst_barrier(t);
+	raw_pipe_pkt(c, SHM_MAIN, 8000);
+	raw_post(c, SHM_MAIN, RDMACH_PKT_DATA, sizeof(pat), pat, sizeof(pat),
+		 raw_seq(c));
+}
+
+static int peer_pipe_abandoned(struct tst *t)
+{
+	return eproto_case(t, pipe_env, 1, harm_pipe_abandoned);
 }
 
 #define STALL_MS 3000u
@@ -335,11 +320,9 @@ static int peer_pipe_stalled(struct tst *t)
 	ssize_t n = 0;
 	int ret;
 
-	c = connect_env(t, env, &ret);
+	c = connect_pipe(t, env, &ret);
 	if (!c)
 		return ret;
-	if (!has_pipe(t, c))
-		return tst_fail(t, "no copy area");
 	if (t->rank == 1)
 		raw_pipe_pkt(c, SHM_MAIN, 8000);
 	if (tst_barrier(t))
@@ -377,11 +360,9 @@ static int peer_pipe_slow(struct tst *t)
 	ssize_t n;
 	int ret;
 
-	c = connect_env(t, env, &ret);
+	c = connect_pipe(t, env, &ret);
 	if (!c)
 		return ret;
-	if (!has_pipe(t, c))
-		return tst_fail(t, "no copy area");
 	tst_pat_fill(pat, sizeof(pat), 5, 0);
 	if (t->rank == 1) {
 		raw_pipe_pkt(c, SHM_MAIN, sizeof(pat));
