@@ -619,21 +619,21 @@ static void shm_choice_setup(struct shm_tl *tl, const int *peers, int npeers)
 {
 	int leader = shm_leader(peers, npeers), i;
 	const struct shm_seg *seg = &tl->seg;
-	const struct shm_seg_hdr *h;
+	struct shm_seg_hdr h;	/* the figures, loaded once (shm_peer.h) */
 
 	for (i = 0; i < tl->npeers; i++)
 		if (tl->conns[i]->conn->peer == leader && !tl->conns[i]->self)
 			seg = &tl->conns[i]->peer_seg;
-	h = shm_seg_hdr(seg);
+	shm_peer_snap(&h, shm_seg_hdr(seg), sizeof(h));
 	if (!tl->cache_limit)
-		tl->cache_limit = h->cache_limit ? h->cache_limit :
+		tl->cache_limit = h.cache_limit ? h.cache_limit :
 				  SHM_CACHE_LIMIT_DEFAULT;
 	if (tl->cma_use != SHM_CMA_AUTO)
 		return;
-	tl->cma_hot = h->cma_hot_mbs >
-		      SHM_PIPE_HOT_PER_COPY * (double)h->copy_hot_mbs;
-	tl->cma_cold = h->cma_cold_mbs >
-		       SHM_PIPE_COLD_PER_COPY * (double)h->copy_cold_mbs;
+	tl->cma_hot = h.cma_hot_mbs >
+		      SHM_PIPE_HOT_PER_COPY * (double)h.copy_hot_mbs;
+	tl->cma_cold = h.cma_cold_mbs >
+		       SHM_PIPE_COLD_PER_COPY * (double)h.copy_cold_mbs;
 	rdmach_debug("shm: large puts by CMA when hot: %s, cold: %s",
 		     tl->cma_hot ? "yes" : "no", tl->cma_cold ? "yes" : "no");
 }
