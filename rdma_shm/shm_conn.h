@@ -100,6 +100,7 @@ struct shm_conn {
 	int self;			/* a pipe to myself */
 	int pidfd;			/* -1 for self or without pidfd */
 	uint64_t cma_addr, cma_magic;	/* the peer's published probe word */
+	int cma_ok;			/* ... read: its large puts may be CMA */
 	struct shm_seg peer_seg;	/* the peer's segment (unused for self) */
 
 	/* send side: my rings in the peer's segment */

@@ -548,21 +548,28 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 		memset(&sc->tx_pipe, 0, sizeof(sc->tx_pipe));
 }
 
-static void shm_cma_setup(struct shm_conn *sc, struct shm_tl *tl)
+/* Can this process read the peer's memory?  Then cma_ok (the peer's large
+ * puts may come by CMA).  Tried at connect, and again in ready for a peer
+ * that refused (last: say so): under Yama the peer names who may read it
+ * in its own connect (shm_ptracer_setup), which may come after ours. */
+static void shm_cma_setup(struct shm_conn *sc, struct shm_tl *tl, int last)
 {
 	int err;
 
-	if (!tl->cma)
+	if (!tl->cma || sc->cma_ok)
 		return;
 	err = shm_cma_probe(sc->pid, sc->cma_addr, sc->cma_magic);
 	if (err) {
-		rdmach_info("shm: cannot read the memory of rank %d (pid %d): "
-			    "%s; large messages from it are copied through "
-			    "the ring (check ptrace permissions / Yama "
-			    "ptrace_scope)", sc->conn->peer, (int)sc->pid,
-			    strerror(-err));
+		if (last)
+			rdmach_info("shm: cannot read the memory of rank %d "
+				    "(pid %d): %s; large messages from it are "
+				    "copied through the ring (check ptrace "
+				    "permissions / Yama ptrace_scope)",
+				    sc->conn->peer, (int)sc->pid,
+				    strerror(-err));
 		return;
 	}
+	sc->cma_ok = 1;
 	atomic_store_explicit(&sc->rx_ctrl->cma_ok, 1, memory_order_release);
 }
 
@@ -781,11 +788,14 @@ static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
 	}
 	shm_choice_setup(tl, peers, npeers);
 	shm_ptracer_setup(tl);
+	for (i = 0; i < tl->npeers; i++)
+		shm_cma_setup(tl->conns[i], tl, 0);
 	return 0;
 }
 
 /* After the fence that follows connect: every peer has named who may read
- * its memory (shm_ptracer_setup), so the CMA probes can run. */
+ * its memory (shm_ptracer_setup), so a CMA probe that failed at connect
+ * is tried once more. */
 static int shm_ready(struct rdmach_tl *base)
 {
 	struct shm_tl *tl = shm_tl_of(base);
@@ -793,7 +803,7 @@ static int shm_ready(struct rdmach_tl *base)
 
 	shm_seg_ready(&tl->seg);
 	for (i = 0; i < tl->npeers; i++)
-		shm_cma_setup(tl->conns[i], tl);
+		shm_cma_setup(tl->conns[i], tl, 1);
 	return 0;
 }
 
