@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,30 @@ static _Atomic uint64_t *post_chunk(rdmach_conn_t *c, const uint8_t *pat,
 	return raw_chunk(c, pat, REFETCH_LEN);
 }
 
+/* ... as a rendezvous naming pat (the writer's memory) */
+static _Atomic uint64_t *post_rndv(rdmach_conn_t *c, const uint8_t *pat,
+				   uint64_t *shrunk)
+{
+	struct {
+		struct rdmach_rndv_hdr h;
+		struct rdmach_rndv_seg s[1];
+	} d;
+	uint8_t *p;
+
+	memset(&d, 0, sizeof(d));
+	d.h.id = 1;
+	d.h.total = REFETCH_LEN;
+	d.h.nsegs = 1;
+	d.s[0].addr = (uint64_t)(uintptr_t)pat;
+	d.s[0].len = REFETCH_LEN;
+	p = raw_post(c, SHM_MAIN, RDMACH_PKT_RNDV, sizeof(d), &d, sizeof(d),
+		     raw_seq(c));
+	*shrunk = 10;
+	return (_Atomic uint64_t *)(void *)(p + SHM_HDR +
+					    offsetof(struct rdmach_rndv_hdr,
+						     total));
+}
+
 /* The victim has read 100 of the REFETCH_LEN bytes when the writer
  * rewrites the word that announced them to say 10: the rest of the get
  * must still be the 3900 bytes announced (the word read once), not a copy
@@ -208,6 +233,13 @@ static int peer_data_len_refetch(struct tst *t)
 static int peer_pipe_len_refetch(struct tst *t)
 {
 	return refetch_case(t, pipe_env, post_chunk, "slot's flag");
+}
+
+static int peer_rndv_refetch(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_SHM_PIPE", "0", NULL };
+
+	return refetch_case(t, env, post_rndv, "rendezvous total");
 }
 
 /* Rank 0 expects -EPROTO from its gets within ms, nothing delivered
@@ -500,6 +532,8 @@ static const struct tst_case peer_cases[] = {
 	{ "peer_data_len_refetch", 2, peer_data_len_refetch,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "peer_pipe_len_refetch", 2, peer_pipe_len_refetch,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "peer_rndv_refetch", 2, peer_rndv_refetch,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "peer_rndv_total", 2, peer_rndv_total,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
