@@ -1461,10 +1461,17 @@ static int shm_pipe_death_writer(struct tst *t)
 			iov.iov_base = buf + put;
 			iov.iov_len = BIG - put;
 		}
+		__atomic_store_n(&t->shared[0], 1, __ATOMIC_SEQ_CST);
 		raise(SIGKILL);
 		return tst_fail(t, "still alive after SIGKILL (put %zu: %zd)",
 				put, n);
 	}
+	/* read only once the writer is done: a reader that keeps up could
+	 * let one put call copy the whole message in before it dies */
+	t0 = rdmach_now_ns();
+	while (!__atomic_load_n(&t->shared[0], __ATOMIC_SEQ_CST) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns())
+		usleep(1000);
 	t0 = rdmach_now_ns();
 	while (got < BIG && rdmach_now_ns() - t0 < 10000000000ull) {
 		struct iovec iov = { buf + got, BIG - got < 7777 ?
