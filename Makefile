@@ -208,13 +208,23 @@ FUZZ_O := build-fuzz
 FUZZ_TIME ?= 60
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 	-Wno-unused-parameter -pthread -Iinclude -I. -fno-omit-frame-pointer \
-	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	-DRDMACH_FUZZ
 FUZZ_SRCS_fuzz_pmi_reply := pmi/pmi.c pmi/pmi_wire.c core/knob.c core/log.c
 FUZZ_SRCS_fuzz_oobval := core/oobval.c core/log.c
 FUZZ_SRCS_fuzz_knob := core/knob.c core/log.c
+# rdma_shm's receive side; -DRDMACH_FUZZ routes its loads of peer-written
+# memory (rdma_shm/shm_peer.h) to the driver, test/fuzz/shm_fuzz.c
+FUZZ_SHM_SRCS := test/fuzz/shm_fuzz.c rdma_shm/shm_ep.c rdma_shm/shm_pipe.c \
+	rdma_shm/shm_rndv.c rdma_shm/shm_live.c rdma_shm/shm_conn.c \
+	core/iov.c core/log.c
+FUZZ_SRCS_fuzz_shm_ring := $(FUZZ_SHM_SRCS)
+FUZZ_SRCS_fuzz_shm_pipe := $(FUZZ_SHM_SRCS)
+FUZZ_SRCS_fuzz_shm_rndv := $(FUZZ_SHM_SRCS)
 FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_O)/%)
-FUZZ_HDRS := $(wildcard include/*.h core/*.h pmi/*.h)
+FUZZ_HDRS := $(wildcard include/*.h core/*.h pmi/*.h proto/*.h rdma_shm/*.h \
+	test/fuzz/*.h)
 
 define FUZZ_RULE
 $(FUZZ_O)/$(1): test/fuzz/$(1).c $(FUZZ_SRCS_$(1)) $(FUZZ_HDRS)

@@ -36,6 +36,9 @@
  *                -EBADF      a handle that is not live (e.g. after finalize);
  *                -ECONNRESET the peer died or the link failed (detected in
  *                            bounded time: RDMACH_PEER_TIMEOUT_MS);
+ *                -EPROTO     the peer broke the protocol (a corrupt packet
+ *                            or descriptor: e.g. a local peer writing into
+ *                            the shared segment); that connection only;
  *                -EPIPE      put to a peer that has finalized;
  *                -ESHUTDOWN  get after the peer finalized and every byte it
  *                            sent has been read;

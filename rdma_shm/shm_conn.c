@@ -5,13 +5,14 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 
 #include "shm_conn.h"
 
 __attribute__((noinline)) uint64_t
 shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r)
 {
-	uint64_t tail = atomic_load_explicit(r->tail, memory_order_acquire);
+	uint64_t tail = shm_peer_probe64(r->tail);
 
 	if (tail != r->tail_seen) {
 		r->tail_seen = tail;
@@ -30,6 +31,17 @@ int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,
 				r == &sc->rx[SHM_LINES] ? "line" :
 				r == &sc->rx[SHM_BULK] ? "bulk" : "main",
 				r->head & r->mask, h, why);
+}
+
+int shm_rx_corrupt_field(struct shm_conn *sc, const struct shm_rx_ring *r,
+			 uint64_t h, const char *what, const char *field,
+			 uint64_t val)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "%s field %s = %" PRIu64 " (%#" PRIx64 ")",
+		 what, field, val, val);
+	return shm_rx_corrupt(sc, r, h, why);
 }
 
 /* The piece of an iovec that holds most of its bytes: the buffer whose

@@ -21,6 +21,7 @@
 #include "core/iov.h"
 #include "core/tl.h"
 #include "proto/pkt.h"
+#include "shm_peer.h"
 #include "shm_ring.h"
 #include "shm_seg.h"
 
@@ -68,6 +69,28 @@ struct shm_pipe {
 	uint64_t chunk;			/* tx: size of its next chunk */
 	int first;			/* tx: its first chunk is next */
 	uint64_t off;			/* rx: bytes of the current chunk taken */
+	uint64_t cur;			/* rx: bytes of the current chunk (its
+					 * flag as loaded once; 0: none yet) */
+	uint64_t stall_ns;		/* rx: since when no chunk came */
+	uint64_t stall_tails;		/* rx: the peer's reads then */
+};
+
+/* The control packet at the head of the receive rings, as loaded once
+ * from the ring and checked (shm_peer.h): a rendezvous, or a copy-area
+ * message's total. */
+#define SHM_RNDV_BYTES (sizeof(struct rdmach_rndv_hdr) + \
+			RDMACH_RNDV_MAX_SEGS * sizeof(struct rdmach_rndv_seg))
+
+/* Room for a rendezvous descriptor of up to RDMACH_RNDV_MAX_SEGS. */
+union shm_rndv_buf {
+	struct rdmach_rndv_hdr h;
+	uint8_t bytes[SHM_RNDV_BYTES];
+};
+
+struct shm_rx_ctl {
+	int taken;			/* the fields below hold it */
+	uint64_t total;			/* bytes it carries */
+	union shm_rndv_buf d;		/* RNDV: the descriptor */
 };
 
 struct shm_conn {
@@ -76,6 +99,8 @@ struct shm_conn {
 	pid_t pid;
 	int self;			/* a pipe to myself */
 	int pidfd;			/* -1 for self or without pidfd */
+	uint64_t cma_addr, cma_magic;	/* the peer's published probe word */
+	int cma_ok;			/* ... read: its large puts may be CMA */
 	struct shm_seg peer_seg;	/* the peer's segment (unused for self) */
 
 	/* send side: my rings in the peer's segment */
@@ -96,6 +121,9 @@ struct shm_conn {
 	struct shm_rx_ring rx[SHM_NRINGS];
 	struct shm_ring_ctrl *rx_ctrl;
 	uint32_t rx_seq;		/* sequence number expected next */
+	uint64_t rx_hdr;		/* its header as loaded once (0: not
+					 * arrived yet) ... */
+	struct shm_rx_ring *rx_cur;	/* ... from this ring */
 	uint64_t rx_off;		/* bytes of the current packet consumed */
 	uint64_t rx_held;		/* ... of all rings, not given back yet */
 	struct shm_pipe rx_pipe;	/* the peer's copy area in my segment */
@@ -107,6 +135,9 @@ struct shm_conn {
 	uint32_t idle_polls;		/* sends that found the ring full */
 	uint32_t rx_idle_polls;		/* gets that found nothing */
 	uint64_t next_check_ns;
+
+	/* last: it ends in a rendezvous descriptor (a flexible array) */
+	struct shm_rx_ctl rx_ctl;	/* the control packet at the head */
 };
 
 struct shm_tl {
@@ -138,6 +169,8 @@ struct shm_tl {
 	unsigned recent, recent_pos;
 	uintptr_t recent_buf[SHM_RECENT_MAX];
 	int wake;			/* RDMACH_SHM_WAKE: -1 auto, 0, 1 */
+	int bell_on;			/* my doorbell is on */
+	pid_t ptracer;			/* PR_SET_PTRACER'd process, 0: none */
 };
 
 #define SHM_MIN_PARTIAL 2048u	/* smallest data packet cut by a full ring */
@@ -197,18 +230,20 @@ static inline size_t shm_scatter(struct rdmach_iovc *c, const void *src,
 	return rdmach_iovc_scatter(c, src, len);
 }
 
-/* Is v a power of two (sizes from knobs and from a peer's segment)? */
-static inline int shm_pow2(uint64_t v)
+/* The header of packet rx_seq if it is at the head of ring r, else 0: an
+ * ACQUIRE load, so that its payload is visible once its header is
+ * (shm_ring.h).  A header found is kept in sc->rx_hdr, never loaded
+ * again: shm_rx_next. */
+static inline uint64_t shm_rx_poll(const struct shm_conn *sc,
+				   const struct shm_rx_ring *r)
 {
-	return v && !(v & (v - 1));
-}
+	const uint8_t *p = r->base + (r->head & r->mask);
+	uint64_t h = shm_peer_load64_acq(p);
 
-/* The header word of the packet at p: ACQUIRE, so that its payload is
- * visible once its header is (shm_ring.h). */
-static inline uint64_t shm_load_hdr(const uint8_t *p)
-{
-	return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p,
-				    memory_order_acquire);
+	if (shm_hdr_seq(h) == sc->rx_seq)
+		return h;
+	shm_peer_miss(p);
+	return 0;
 }
 
 /* A packet of ring r was read: move on.  Its space goes back to the
@@ -220,6 +255,8 @@ static inline void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
 	sc->rx_held += span;
 	sc->rx_seq = shm_seq_next(sc->rx_seq);
 	sc->rx_off = 0;
+	sc->rx_hdr = 0;
+	shm_peer_epoch();
 }
 
 /* Free bytes of ring r after a fresh read of the reader's tail (out of
@@ -280,9 +317,13 @@ static inline struct shm_tx_ring *shm_tx_ring_for(struct shm_conn *sc,
 }
 
 /* The packet at ring r's head (header h) cannot be: fail the connection
- * with -EPROTO, saying why. */
+ * with -EPROTO, saying why (the field and its value). */
 int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,
 		   uint64_t h, const char *why);
+/* ... because field `field` of its `what` holds val. */
+int shm_rx_corrupt_field(struct shm_conn *sc, const struct shm_rx_ring *r,
+			 uint64_t h, const char *what, const char *field,
+			 uint64_t val);
 
 /* The buffers of the last large puts (RDMACH_SHM_RECENT): the choice
  * between CMA and the copy area asks whether a put reuses one. */

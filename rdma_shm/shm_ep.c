@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shm_conn.h"
@@ -20,34 +21,42 @@
 
 /* ---- receive ----------------------------------------------------------- */
 
-/* Header at the head of ring r (the packet expected next if its sequence
- * number is rx_seq). */
-static inline uint64_t shm_rx_head_hdr(const struct shm_rx_ring *r)
-{
-	return shm_load_hdr(r->base + (r->head & r->mask));
-}
-
 /* The ring whose head holds packet rx_seq, its header in *h; NULL while
  * that packet has not arrived.  The line ring is looked at first: it has
- * the messages a waiter is waiting for. */
+ * the messages a waiter is waiting for.  The header found is kept
+ * (sc->rx_hdr) until the packet is consumed: a packet read in several
+ * gets is never looked at again in the ring (shm_peer.h). */
 static inline struct shm_rx_ring *shm_rx_next(struct shm_conn *sc,
 					      uint64_t *h)
 {
 	struct shm_rx_ring *r = &sc->rx[SHM_LINES];
-	uint64_t x = shm_rx_head_hdr(r);
+	uint64_t x;
 
-	if (shm_hdr_seq(x) != sc->rx_seq) {
+	if (sc->rx_hdr) {
+		*h = sc->rx_hdr;
+		return sc->rx_cur;
+	}
+	x = shm_rx_poll(sc, r);
+	if (!x) {
 		r = &sc->rx[SHM_MAIN];
-		x = shm_rx_head_hdr(r);
-		if (shm_hdr_seq(x) != sc->rx_seq) {
+		x = shm_rx_poll(sc, r);
+		if (!x) {
 			r = &sc->rx[SHM_BULK];
-			x = shm_rx_head_hdr(r);
-			if (shm_hdr_seq(x) != sc->rx_seq)
+			x = shm_rx_poll(sc, r);
+			if (!x)
 				return NULL;
 		}
 	}
+	sc->rx_hdr = x;
+	sc->rx_cur = r;
 	*h = x;
 	return r;
+}
+
+/* Does the packet at ring r's head (header h) end within the ring? */
+static inline int shm_rx_fits(const struct shm_rx_ring *r, uint64_t h)
+{
+	return shm_pkt_span(shm_hdr_len(h)) <= r->mask + 1 - (r->head & r->mask);
 }
 
 /* Consumed space not given back to the writer yet? */
@@ -139,8 +148,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			continue;
 		}
 		if (shm_pkt_span(len) > room) {
-			ret = shm_rx_corrupt(sc, r, h,
-					     "packet past the ring end");
+			ret = shm_rx_corrupt(sc, r, h, "len past the ring end");
 			break;
 		}
 		if (shm_hdr_type(h) == RDMACH_PKT_DATA) {
@@ -155,15 +163,22 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 			sc->conn->stats.packets_received++;
 		} else if (shm_hdr_type(h) == RDMACH_PKT_RNDV ||
 			   shm_hdr_type(h) == RDMACH_PKT_PIPE) {
+			if (!sc->rx_ctl.taken) {
+				ret = shm_hdr_type(h) == RDMACH_PKT_PIPE ?
+				      shm_rx_pipe_take(sc, r, p, h) :
+				      shm_rx_rndv_take(sc, r, p, h);
+				if (ret < 0)
+					break;
+			}
 			if (!sc->rx_off && done + got &&
 			    shm_hdr_type(h) == RDMACH_PKT_RNDV &&
-			    rdmach_rndv_total(p + SHM_HDR, len) > total - done)
+			    sc->rx_ctl.total > total - done)
 				break;
 			if (!sc->rx_off)
 				shm_rx_large_start(sc);
 			ret = shm_hdr_type(h) == RDMACH_PKT_PIPE ?
-			      shm_rx_pipe(sc, r, p, len, c, total - done, &fin) :
-			      shm_rx_rndv(sc, r, p, len, c, total - done, &fin);
+			      shm_rx_pipe(sc, r, len, c, total - done, &fin) :
+			      shm_rx_rndv(sc, r, len, c, total - done, &fin);
 			if (ret < 0)
 				break;
 			done += (size_t)ret;
@@ -174,7 +189,7 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 				ret = shm_rx_pipe_idle(sc);
 			break;
 		} else {
-			ret = shm_rx_corrupt(sc, r, h, "unknown packet type");
+			ret = shm_rx_corrupt(sc, r, h, "unknown type");
 			break;
 		}
 	}
@@ -182,6 +197,44 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 	if (ret < 0 && done == 0)
 		return ret;
 	return (ssize_t)done;
+}
+
+/* Packet rx_seq is at no ring's head: does another packet stand there?
+ * The writer posts packets in order, and the ACQUIRE load of a later
+ * packet's header makes every earlier header visible, so after that load
+ * packet rx_seq must be at a head (shm_rx_next looks again); if it is
+ * not, the packet there carries a wrong number, and waiting would wait
+ * forever.  Only heads the lap guard has cleared are looked at. */
+static int shm_rx_stray(struct shm_conn *sc)
+{
+	char field[48];
+	uint64_t h, x;
+	int i;
+
+	for (i = 0; i < SHM_NRINGS; i++) {
+		struct shm_rx_ring *r = &sc->rx[i];
+		const uint8_t *p = r->base + (r->head & r->mask);
+
+		if (r->head - r->released >= r->mask + 1)
+			continue;
+		h = shm_peer_load64_acq(p);
+		if (!h) {
+			shm_peer_miss(p);
+			continue;
+		}
+		if (shm_hdr_seq(h) == sc->rx_seq) {	/* just came */
+			sc->rx_hdr = h;
+			sc->rx_cur = r;
+			return 0;
+		}
+		shm_peer_miss(p);	/* looked at again: */
+		if (shm_rx_next(sc, &x))
+			return 0;
+		snprintf(field, sizeof(field), "seq (expected %u)", sc->rx_seq);
+		return shm_rx_corrupt_field(sc, r, h, "header", field,
+					    shm_hdr_seq(h));
+	}
+	return 0;
 }
 
 /* Nothing at the head of the ring: give consumed space back, and every
@@ -202,12 +255,16 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 			return 0;
 	}
 	rdmach_iovc_init(&c, iov, iovcnt);
-	if (atomic_load_explicit(&sc->rx_ctrl->writer_closed,
-				 memory_order_acquire)) {
+	if (shm_peer_probe32(&sc->rx_ctrl->writer_closed)) {
 		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : -ESHUTDOWN;
 	}
-	if (shm_peer_check_due(sc) && shm_peer_dead(sc)) {
+	if (!shm_peer_check_due(sc))
+		return 0;
+	n = shm_rx_stray(sc);	/* as often as liveness: it costs loads */
+	if (n < 0 || sc->rx_hdr)	/* (one just came: the next get) */
+		return n;
+	if (shm_peer_dead(sc)) {
 		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : shm_fail_dead(sc, "(nothing left to read)");
 	}
@@ -285,8 +342,8 @@ ssize_t shm_peek(struct rdmach_conn *conn, const void **buf)
 	struct shm_rx_ring *r = shm_rx_next(sc, &h);
 
 	if (r) {
-		if (shm_hdr_type(h) != RDMACH_PKT_DATA)
-			return -ENOMSG;
+		if (shm_hdr_type(h) != RDMACH_PKT_DATA || !shm_rx_fits(r, h))
+			return -ENOMSG;	/* a get reports it */
 		*buf = r->base + (r->head & r->mask) + SHM_HDR + sc->rx_off;
 		return (ssize_t)(shm_hdr_len(h) - sc->rx_off);
 	}
@@ -305,7 +362,7 @@ int shm_consume(struct rdmach_conn *conn, size_t n)
 	struct shm_rx_ring *r = shm_rx_next(sc, &h);
 	uint32_t len;
 
-	if (!r || shm_hdr_type(h) != RDMACH_PKT_DATA)
+	if (!r || shm_hdr_type(h) != RDMACH_PKT_DATA || !shm_rx_fits(r, h))
 		return -EINVAL;
 	len = shm_hdr_len(h);
 	if (n > len - sc->rx_off)
@@ -395,8 +452,7 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 {
 	ssize_t n;
 
-	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire)) {
+	if (shm_peer_probe32(&sc->tx_ctrl->reader_closed)) {
 		if (sc->rndv.active && shm_rndv_acked(sc))
 			return shm_tx_rndv_poll(sc, iov, iovcnt);
 		return -EPIPE;
@@ -435,8 +491,7 @@ shm_put_one(struct rdmach_conn *conn, const struct iovec *iov, int iovcnt,
 
 	if (total > sc->one_pkt_max || sc->rndv.active || sc->tx_pipe.left ||
 	    !(r = shm_tx_ring_for(sc, total, need, ticket != NULL)) ||
-	    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire)) {
+	    shm_peer_probe32(&sc->tx_ctrl->reader_closed)) {
 		n = shm_put_general(sc, iov, iovcnt, total, ticket);
 		shm_bell_ring(sc);
 		return n;

@@ -304,10 +304,6 @@ static int shm_open_tl(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 		goto err_free;
 	if (ctx->peer_timeout_ns && tl->liveness_ns > ctx->peer_timeout_ns / 2)
 		tl->liveness_ns = ctx->peer_timeout_ns / 2;
-	/* Let peers read our memory with process_vm_readv under Yama's
-	 * ptrace_scope=1 (harmless when Yama is absent). */
-	if (tl->cma)
-		prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	tl->cma_magic = rdmach_now_ns() ^ ((uint64_t)getpid() << 32) ^
 			0x9e3779b97f4a7c15ull;
 	*tlp = &tl->base;
@@ -374,6 +370,7 @@ static void shm_bell_setup(struct shm_tl *tl, int npeers)
 	int on = tl->wake >= 0 ? tl->wake : cpus > 0 && npeers > cpus;
 
 	shm_seg_hdr(&tl->seg)->bell.on = (uint32_t)on;
+	tl->bell_on = on;
 	rdmach_debug("shm: idle waits %s woken by peers", on ? "are" : "are not");
 }
 
@@ -478,11 +475,10 @@ static void shm_rx_ring_init(struct shm_rx_ring *r, uint8_t *base,
 static void shm_tx_bulk_init(struct shm_conn *sc, const struct shm_tl *tl,
 			     const struct shm_seg *peer_seg, int tx_slot)
 {
-	const struct shm_seg_hdr *ph = shm_seg_hdr(peer_seg);
-	uint64_t size = ph->bulk_ring_size;
+	const struct shm_seg_geo *ph = &peer_seg->g;
+	uint64_t size = ph->bulk_ring_size;	/* checked: shm_seg_attach */
 
-	if (!shm_pow2(size) || size <= ph->ring_size || ph->bulk_off % SHM_LINE ||
-	    ph->bulk_off + (uint64_t)(tx_slot + 1) * size > peer_seg->size)
+	if (size <= ph->ring_size)
 		size = 0;
 	shm_tx_ring_init(&sc->tx[SHM_BULK], size ?
 			 shm_seg_bulk_ring(peer_seg, tx_slot) : NULL,
@@ -524,7 +520,7 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 				 const struct shm_seg *peer_seg, int tx_slot,
 				 int rx_slot)
 {
-	const struct shm_seg_hdr *ph = shm_seg_hdr(peer_seg);
+	const struct shm_seg_geo *ph = &peer_seg->g;
 
 	sc->tx_ctrl = shm_seg_ctrl(peer_seg, tx_slot);
 	shm_tx_ring_init(&sc->tx[SHM_MAIN], shm_seg_ring(peer_seg, tx_slot),
@@ -552,22 +548,28 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 		memset(&sc->tx_pipe, 0, sizeof(sc->tx_pipe));
 }
 
-static void shm_cma_setup(struct shm_conn *sc, struct shm_tl *tl,
-			  uint64_t maddr, uint64_t magic)
+/* Can this process read the peer's memory?  Then cma_ok (the peer's large
+ * puts may come by CMA).  Tried at connect, and again in ready for a peer
+ * that refused (last: say so): under Yama the peer names who may read it
+ * in its own connect (shm_ptracer_setup), which may come after ours. */
+static void shm_cma_setup(struct shm_conn *sc, struct shm_tl *tl, int last)
 {
 	int err;
 
-	if (!tl->cma)
+	if (!tl->cma || sc->cma_ok)
 		return;
-	err = shm_cma_probe(sc->pid, maddr, magic);
+	err = shm_cma_probe(sc->pid, sc->cma_addr, sc->cma_magic);
 	if (err) {
-		rdmach_info("shm: cannot read the memory of rank %d (pid %d): "
-			    "%s; large messages from it are copied through "
-			    "the ring (check ptrace permissions / Yama "
-			    "ptrace_scope)", sc->conn->peer, (int)sc->pid,
-			    strerror(-err));
+		if (last)
+			rdmach_info("shm: cannot read the memory of rank %d "
+				    "(pid %d): %s; large messages from it are "
+				    "copied through the ring (check ptrace "
+				    "permissions / Yama ptrace_scope)",
+				    sc->conn->peer, (int)sc->pid,
+				    strerror(-err));
 		return;
 	}
+	sc->cma_ok = 1;
 	atomic_store_explicit(&sc->rx_ctrl->cma_ok, 1, memory_order_release);
 }
 
@@ -576,14 +578,14 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 	struct rdmach_ctx *ctx = tl->base.ctx;
 	const struct shm_seg *pseg = &tl->seg;
 	char key[32], val[256];
-	uint64_t maddr, magic;
 	int tx_slot, rx_slot, err;
 
 	shm_key(key, sizeof(key), peer);
 	err = rdmach_oob_get(ctx, key, val, sizeof(val));
 	if (err)
 		return err;
-	err = shm_parse_peer(val, peer, &sc->pid, &maddr, &magic);
+	err = shm_parse_peer(val, peer, &sc->pid, &sc->cma_addr,
+			     &sc->cma_magic);
 	if (err)
 		return err;
 	sc->pidfd = -1;
@@ -603,8 +605,7 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 		return -EPROTO;
 	}
 	shm_conn_setup_rings(sc, tl, pseg, tx_slot, rx_slot);
-	shm_cma_setup(sc, tl, maddr, magic);
-	if (!sc->self && shm_seg_hdr(pseg)->bell.on)
+	if (!sc->self && shm_peer_load32(&shm_seg_hdr(pseg)->bell.on))
 		sc->peer_bell = &shm_seg_hdr(pseg)->bell;
 	return 0;
 }
@@ -625,23 +626,137 @@ static void shm_choice_setup(struct shm_tl *tl, const int *peers, int npeers)
 {
 	int leader = shm_leader(peers, npeers), i;
 	const struct shm_seg *seg = &tl->seg;
-	const struct shm_seg_hdr *h;
+	struct shm_seg_hdr h;	/* the figures, loaded once (shm_peer.h) */
 
 	for (i = 0; i < tl->npeers; i++)
 		if (tl->conns[i]->conn->peer == leader && !tl->conns[i]->self)
 			seg = &tl->conns[i]->peer_seg;
-	h = shm_seg_hdr(seg);
+	shm_peer_snap(&h, shm_seg_hdr(seg), sizeof(h));
 	if (!tl->cache_limit)
-		tl->cache_limit = h->cache_limit ? h->cache_limit :
+		tl->cache_limit = h.cache_limit ? h.cache_limit :
 				  SHM_CACHE_LIMIT_DEFAULT;
 	if (tl->cma_use != SHM_CMA_AUTO)
 		return;
-	tl->cma_hot = h->cma_hot_mbs >
-		      SHM_PIPE_HOT_PER_COPY * (double)h->copy_hot_mbs;
-	tl->cma_cold = h->cma_cold_mbs >
-		       SHM_PIPE_COLD_PER_COPY * (double)h->copy_cold_mbs;
+	tl->cma_hot = h.cma_hot_mbs >
+		      SHM_PIPE_HOT_PER_COPY * (double)h.copy_hot_mbs;
+	tl->cma_cold = h.cma_cold_mbs >
+		       SHM_PIPE_COLD_PER_COPY * (double)h.copy_cold_mbs;
 	rdmach_debug("shm: large puts by CMA when hot: %s, cold: %s",
 		     tl->cma_hot ? "yes" : "no", tl->cma_cold ? "yes" : "no");
+}
+
+/* ---- who may read this process's memory (CMA under Yama) ------------- */
+
+#define SHM_MAX_DEPTH 64	/* ancestors looked at, at most */
+
+/* Yama's ptrace_scope is 1 (restricted: only a process's ancestors, or
+ * the one it names with PR_SET_PTRACER, may read its memory)? */
+static int shm_yama_restricted(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+	int v = -1;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v == 1;
+}
+
+/* The parent of pid, or 0 (gone, or unreadable). */
+static pid_t shm_ppid(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	int ppid = 0;
+	char st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f)) {
+		p = strrchr(buf, ')');	/* the name may hold anything */
+		if (!p || sscanf(p + 1, " %c %d", &st, &ppid) != 2)
+			ppid = 0;
+	}
+	fclose(f);
+	return (pid_t)ppid;
+}
+
+/* pid and its ancestors, pid first, into a (at most SHM_MAX_DEPTH). */
+static int shm_ancestors(pid_t pid, pid_t *a)
+{
+	int n = 0;
+
+	while (pid > 0 && n < SHM_MAX_DEPTH) {
+		a[n++] = pid;
+		if (pid == 1)
+			break;
+		pid = shm_ppid(pid);
+	}
+	return n;
+}
+
+/* Where peer pid's ancestry meets mine (mine[0..n)): the index in mine,
+ * or -1 below init (no common ancestor but init, which would admit every
+ * process). */
+static int shm_meet(pid_t pid, const pid_t *mine, int n)
+{
+	pid_t theirs[SHM_MAX_DEPTH];
+	int m = shm_ancestors(pid, theirs), i, j;
+
+	for (j = 0; j < m; j++)
+		for (i = 0; i < n; i++)
+			if (theirs[j] == mine[i])
+				return mine[i] == 1 ? -1 : i;
+	return -1;
+}
+
+/* CMA on and Yama restricted: name as the one process that may read this
+ * process's memory the closest common ancestor of this process and its
+ * local peers (Hydra's proxy, slurmstepd, rdmach_run): Yama admits it and
+ * its descendants, the peers.  A peer that shares none with this process
+ * below init cannot be admitted: it will copy this side's large puts
+ * through the rings (said once, here).  Set at connect, once the peers'
+ * pids are known and before the fence after which they probe. */
+static void shm_ptracer_setup(struct shm_tl *tl)
+{
+	pid_t mine[SHM_MAX_DEPTH];
+	int n, i, at, top = -1;
+
+	if (!tl->cma || !shm_yama_restricted())
+		return;
+	n = shm_ancestors(getpid(), mine);
+	for (i = 0; i < tl->npeers; i++) {
+		struct shm_conn *sc = tl->conns[i];
+
+		if (sc->self)
+			continue;
+		at = shm_meet(sc->pid, mine, n);
+		if (at < 0) {
+			rdmach_info("shm: rank %d (pid %d) shares no ancestor "
+				    "with this process below init: it cannot "
+				    "read this process's memory (Yama "
+				    "ptrace_scope 1); large puts to it go "
+				    "through the rings", sc->conn->peer,
+				    (int)sc->pid);
+			continue;
+		}
+		if (at > top)
+			top = at;
+	}
+	if (top <= 0)	/* none, or each peer descends from me */
+		return;
+	if (prctl(PR_SET_PTRACER, (unsigned long)mine[top], 0, 0, 0)) {
+		rdmach_info("shm: PR_SET_PTRACER(%d) failed: %s", (int)mine[top],
+			    strerror(errno));
+		return;
+	}
+	tl->ptracer = mine[top];
+	rdmach_debug("shm: memory readable by pid %d and its descendants",
+		     (int)mine[top]);
 }
 
 static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
@@ -672,12 +787,23 @@ static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
 		sc->conn->tl = base;
 	}
 	shm_choice_setup(tl, peers, npeers);
+	shm_ptracer_setup(tl);
+	for (i = 0; i < tl->npeers; i++)
+		shm_cma_setup(tl->conns[i], tl, 0);
 	return 0;
 }
 
+/* After the fence that follows connect: every peer has named who may read
+ * its memory (shm_ptracer_setup), so a CMA probe that failed at connect
+ * is tried once more. */
 static int shm_ready(struct rdmach_tl *base)
 {
-	shm_seg_ready(&shm_tl_of(base)->seg);
+	struct shm_tl *tl = shm_tl_of(base);
+	int i;
+
+	shm_seg_ready(&tl->seg);
+	for (i = 0; i < tl->npeers; i++)
+		shm_cma_setup(tl->conns[i], tl, 1);
 	return 0;
 }
 
@@ -709,7 +835,7 @@ static struct shm_bell *shm_my_bell(struct shm_tl *tl)
 	if (!tl->npeers)
 		return NULL;
 	b = &shm_seg_hdr(&tl->seg)->bell;
-	return b->on ? b : NULL;
+	return tl->bell_on ? b : NULL;	/* mine, not the header's word */
 }
 
 /* Idle waits (tl.h). */
@@ -751,8 +877,7 @@ static void shm_close_drain(struct shm_tl *tl, uint64_t deadline_ns)
 
 			if (shm_rndv_all_read(sc) || sc->conn->err ||
 			    shm_peer_dead(sc) ||
-			    atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-						 memory_order_acquire))
+			    shm_peer_probe32(&sc->tx_ctrl->reader_closed))
 				continue;
 			pending++;
 		}
@@ -786,6 +911,8 @@ static int shm_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	}
 	free(tl->conns);
 	shm_seg_detach(&tl->seg);
+	if (tl->ptracer)	/* nobody reads this memory any more */
+		prctl(PR_SET_PTRACER, 0, 0, 0, 0);
 	free(tl);
 	return 0;
 }

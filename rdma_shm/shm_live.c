@@ -126,7 +126,7 @@ void shm_bell_wake(struct shm_bell *b)
 __attribute__((noinline)) void shm_bell_ring_on(struct shm_bell *b)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&b->sleepers, memory_order_relaxed))
+	if (shm_peer_probe32(&b->sleepers))
 		shm_bell_wake(b);
 }
 
@@ -135,7 +135,7 @@ __attribute__((noinline)) void shm_bell_ring_on(struct shm_bell *b)
 uint32_t shm_bell_arm(struct shm_bell *b)
 {
 	atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
-	return atomic_load_explicit(&b->seq, memory_order_acquire);
+	return shm_peer_probe32(&b->seq);
 }
 
 /* Sleep while the doorbell still holds token, at most timeout_ns (0: not

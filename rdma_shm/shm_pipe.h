@@ -20,9 +20,10 @@
 void shm_pipe_init(struct shm_pipe *pp, const struct shm_seg *seg, int slot);
 
 /* receive */
+int shm_rx_pipe_take(struct shm_conn *sc, struct shm_rx_ring *ring,
+		     const uint8_t *p, uint64_t h);
 ssize_t shm_rx_pipe(struct shm_conn *sc, struct shm_rx_ring *ring,
-		    uint8_t *p, uint32_t len, struct rdmach_iovc *c,
-		    size_t room, int *fin);
+		    uint32_t len, struct rdmach_iovc *c, size_t room, int *fin);
 ssize_t shm_rx_pipe_idle(struct shm_conn *sc);
 
 /* send */

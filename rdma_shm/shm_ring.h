@@ -74,6 +74,13 @@
  *    while such a packet is at its head.  A chunk never holds bytes of two
  *    messages.
  *  - The doorbell (struct shm_bell) has its contract in shm_live.h.
+ *  - What the other side writes is input (shm_peer.h): the reader loads a
+ *    header it found, a rendezvous or copy-area payload and a full slot's
+ *    flag once, checks the copy and uses only it.  Packets are published
+ *    in sequence order, so once an ACQUIRE load has seen a later packet's
+ *    header, packet rx_seq is visible at some ring's head, or was never
+ *    sent: a reader that finds it nowhere then fails the connection, as
+ *    it does a copy-area message whose writer has posted another packet.
  */
 #ifndef RDMACH_SHM_RING_H
 #define RDMACH_SHM_RING_H

@@ -40,8 +40,7 @@ void shm_rx_large_start(struct shm_conn *sc)
 static int shm_duplex(const struct shm_conn *sc)
 {
 	return sc->duplex ||
-	       atomic_load_explicit(&sc->rx_ctrl->crossing,
-				    memory_order_relaxed);
+	       shm_peer_probe32(&sc->rx_ctrl->crossing);
 }
 
 /* Remote pieces for bytes [off, off + len) of a rendezvous. */
@@ -106,21 +105,68 @@ static ssize_t shm_rx_rndv_read(struct shm_conn *sc,
 	return n;
 }
 
-/* A rendezvous at the head of the ring: read into the iovec, acknowledge
- * once all of it is read.  Returns bytes delivered or a negative errno;
- * *fin is set when the packet is consumed. */
-ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
-		    uint8_t *p, uint32_t len, struct rdmach_iovc *c,
-		    size_t room, int *fin)
+/* Why the rendezvous d (len payload bytes) cannot be, or NULL: 1 to 64
+ * segments, exactly as many as len holds, none empty, and a total that is
+ * their sum (a larger one would wait forever for bytes that no segment
+ * holds).  *field and *val name what is wrong. */
+static const char *shm_rndv_bad(const struct rdmach_rndv_hdr *d, uint32_t len,
+				uint64_t *val)
 {
-	const struct rdmach_rndv_hdr *r = (const void *)(p + SHM_HDR);
+	uint64_t sum = 0;
+	uint32_t i;
+
+	*val = d->nsegs;
+	if (!d->nsegs || d->nsegs > RDMACH_RNDV_MAX_SEGS)
+		return "nsegs";
+	if (len != rdmach_rndv_size(d->nsegs))
+		return "nsegs (for its len)";
+	for (i = 0; i < d->nsegs; i++) {
+		*val = d->seg[i].len;
+		if (!d->seg[i].len || d->seg[i].len > UINT64_MAX - sum)
+			return "seg len";
+		sum += d->seg[i].len;
+	}
+	*val = d->total;
+	return d->total != sum ? "total (not the sum of its segments)" : NULL;
+}
+
+/* A rendezvous has come to the head of ring r (at p, header h): load it
+ * once into sc->rx_ctl and check it there; the reads use that copy only.
+ * 0, or -EPROTO (the connection failed). */
+int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
+		     const uint8_t *p, uint64_t h)
+{
+	struct rdmach_rndv_hdr *d = &sc->rx_ctl.d.h;
+	uint32_t len = shm_hdr_len(h);
+	const char *bad = "len";
+	uint64_t val = len;
+
+	if (len >= sizeof(*d)) {
+		shm_peer_snap(d, p + SHM_HDR, sizeof(*d));
+		if (d->nsegs && d->nsegs <= RDMACH_RNDV_MAX_SEGS &&
+		    len == rdmach_rndv_size(d->nsegs))
+			shm_peer_snap(d->seg, p + SHM_HDR + sizeof(*d),
+				      d->nsegs * sizeof(d->seg[0]));
+		bad = shm_rndv_bad(d, len, &val);
+	}
+	if (bad)
+		return shm_rx_corrupt_field(sc, ring, h, "rendezvous", bad, val);
+	sc->rx_ctl.total = d->total;
+	sc->rx_ctl.taken = 1;
+	return 0;
+}
+
+/* The rendezvous at the head of the ring (sc->rx_ctl, shm_rx_rndv_take):
+ * read into the iovec, acknowledge once all of it is read.  Returns bytes
+ * delivered or a negative errno; *fin is set when the packet is
+ * consumed. */
+ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
+		    uint32_t len, struct rdmach_iovc *c, size_t room, int *fin)
+{
+	const struct rdmach_rndv_hdr *r = &sc->rx_ctl.d.h;
 	size_t done = 0;
 	ssize_t n;
 
-	if (len < sizeof(*r) || r->nsegs == 0 ||
-	    r->nsegs > RDMACH_RNDV_MAX_SEGS || len != rdmach_rndv_size(r->nsegs))
-		return shm_rx_corrupt(sc, ring, shm_load_hdr(p),
-				      "bad rendezvous");
 	*fin = 0;
 	while (sc->rx_off < r->total && done < room) {
 		n = shm_rx_rndv_read(sc, r, c, room - done);
@@ -133,6 +179,7 @@ ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
 	if (sc->rx_off == r->total) {
 		uint64_t id = r->id;
 
+		sc->rx_ctl.taken = 0;
 		shm_rx_consume(sc, ring, shm_pkt_span(len));
 		atomic_store_explicit(&sc->rx_ctrl->acked_id, id,
 				      memory_order_release);
@@ -171,10 +218,7 @@ static void shm_rndv_cover(const struct iovec *iov, int n,
 static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 				int iovcnt, int *covered)
 {
-	struct {
-		struct rdmach_rndv_hdr h;
-		struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
-	} ctl;
+	union shm_rndv_buf ctl;
 	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
 	size_t head = rdmach_rndv_head_len(iov, iovcnt), bytes;
 	uint64_t pos, contig, need, len, hspan = head ? shm_pkt_span(head) : 0;
@@ -206,7 +250,7 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 	ctl.h.id = sc->next_rndv_id++;
 	ctl.h.total = bytes;
 	ctl.h.flags = 0;
-	memcpy(r->base + pos + SHM_HDR, &ctl, len);
+	memcpy(r->base + pos + SHM_HDR, ctl.bytes, len);
 	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_RNDV, (uint32_t)len,
 		    need - hspan);
 	sc->conn->stats.packets_sent++;
@@ -285,7 +329,7 @@ int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 	int reused = -1;		/* unknown without RDMACH_SHM_RECENT */
 
 	if (!tl->cma || total < tl->rndv_min ||
-	    !atomic_load_explicit(&sc->tx_ctrl->cma_ok, memory_order_relaxed))
+	    !shm_peer_probe32(&sc->tx_ctrl->cma_ok))
 		return 0;
 	if (tl->recent)
 		reused = shm_recent_buf(tl, shm_main_buf(iov, iovcnt));
@@ -326,16 +370,14 @@ int shm_put_done(struct rdmach_conn *conn, uint64_t *done)
 {
 	struct shm_conn *sc = conn->priv;
 
-	*done = atomic_load_explicit(&sc->tx_ctrl->acked_id,
-				     memory_order_acquire);
+	*done = shm_peer_probe64(&sc->tx_ctrl->acked_id);
 	if (*done + 1 >= sc->next_rndv_id)
 		return 0;
 	if (conn->err)
 		return conn->err;
 	if (shm_idle_peer_dead(sc))
 		return shm_fail_dead(sc, "before reading a zero-copy put");
-	if (atomic_load_explicit(&sc->tx_ctrl->reader_closed,
-				 memory_order_acquire))
+	if (shm_peer_probe32(&sc->tx_ctrl->reader_closed))
 		return rdmach_conn_fail(conn, -EPIPE, "shm: rank %d finalized "
 					"before reading a zero-copy put",
 					conn->peer);

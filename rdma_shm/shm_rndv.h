@@ -23,22 +23,21 @@
 static inline int shm_rndv_all_read(const struct shm_conn *sc)
 {
 	return sc->next_rndv_id <= 1 ||
-	       atomic_load_explicit(&sc->tx_ctrl->acked_id,
-				    memory_order_acquire) + 1 >= sc->next_rndv_id;
+	       shm_peer_probe64(&sc->tx_ctrl->acked_id) + 1 >= sc->next_rndv_id;
 }
 
 /* Has the peer read the rendezvous the pending put waits for? */
 static inline int shm_rndv_acked(const struct shm_conn *sc)
 {
-	return atomic_load_explicit(&sc->tx_ctrl->acked_id,
-				    memory_order_acquire) >= sc->rndv.id;
+	return shm_peer_probe64(&sc->tx_ctrl->acked_id) >= sc->rndv.id;
 }
 
 /* receive */
 void shm_rx_large_start(struct shm_conn *sc);
+int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
+		     const uint8_t *p, uint64_t h);
 ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
-		    uint8_t *p, uint32_t len, struct rdmach_iovc *c,
-		    size_t room, int *fin);
+		    uint32_t len, struct rdmach_iovc *c, size_t room, int *fin);
 
 /* send */
 int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,

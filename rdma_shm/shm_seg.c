@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "shm_peer.h"
 #include "shm_seg.h"
 
 #define SHM_PAGE 4096u
@@ -59,9 +61,11 @@ static int shm_named_create(struct shm_seg *seg)
 	return fd;
 }
 
+/* A memfd that can be sealed against resizing (shm_seg_seal), else a
+ * named segment, which cannot be: shm_seg_attach checks its size. */
 static int shm_seg_open_fd(struct shm_seg *seg)
 {
-	int fd = memfd_create("rdmach-shm", MFD_CLOEXEC);
+	int fd = memfd_create("rdmach-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	seg->name[0] = '\0';
 	if (fd >= 0 && shm_memfd_shareable(fd))
@@ -71,16 +75,17 @@ static int shm_seg_open_fd(struct shm_seg *seg)
 	return shm_named_create(seg);
 }
 
-/* Offsets of the parts of a segment. */
-struct shm_seg_layout {
-	uint64_t ctrl_off, ring_off, line_off, bulk_off, pipe_off, pipe_stride;
-	uint64_t populated, size;
-};
-
 static void shm_seg_plan(int nwriters, const struct shm_seg_geom *g,
-			 struct shm_seg_layout *l)
+			 struct shm_seg_geo *l)
 {
 	uint64_t flags = 0;
+
+	l->nslots = (uint32_t)nwriters;
+	l->ring_size = g->ring_size;
+	l->line_ring_size = g->line_ring_size;
+	l->bulk_ring_size = g->bulk_ring_size;
+	l->pipe_size = g->pipe_size;
+	l->pipe_slot = g->pipe_size ? g->pipe_slot : 0;
 
 	l->ctrl_off = shm_align(sizeof(struct shm_seg_hdr) +
 				(uint64_t)nwriters * sizeof(int32_t),
@@ -102,25 +107,24 @@ static void shm_seg_plan(int nwriters, const struct shm_seg_geom *g,
 }
 
 static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
-			     const int *writers, int nwriters,
-			     const struct shm_seg_geom *g,
-			     const struct shm_seg_layout *l)
+			     const int *writers, int nwriters)
 {
 	struct shm_seg_hdr *h = seg->base;
+	const struct shm_seg_geo *l = &seg->g;
 	int i;
 
 	h->magic = SHM_SEG_MAGIC;
 	h->version = SHM_SEG_VERSION;
-	h->nslots = (uint32_t)nwriters;
-	h->ring_size = g->ring_size;
+	h->nslots = l->nslots;
+	h->ring_size = l->ring_size;
 	h->ctrl_off = l->ctrl_off;
 	h->ring_off = l->ring_off;
-	h->line_ring_size = g->line_ring_size;
+	h->line_ring_size = l->line_ring_size;
 	h->line_off = l->line_off;
-	h->bulk_ring_size = g->bulk_ring_size;
+	h->bulk_ring_size = l->bulk_ring_size;
 	h->bulk_off = l->bulk_off;
-	h->pipe_size = g->pipe_size;
-	h->pipe_slot = g->pipe_size ? g->pipe_slot : 0;
+	h->pipe_size = l->pipe_size;
+	h->pipe_slot = l->pipe_slot;
 	h->pipe_off = l->pipe_off;
 	h->pipe_stride = l->pipe_stride;
 	h->populated = l->populated;
@@ -131,9 +135,21 @@ static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 	h->owner_rank = my_rank;
 	h->owner_pid = (int32_t)getpid();
 	for (i = 0; i < nwriters; i++) {
-		h->slot_rank[i] = writers[i];
+		h->slot_rank[i] = seg->slot_rank[i] = writers[i];
 		shm_seg_ctrl(seg, i)->writer_rank = writers[i];
 	}
+}
+
+/* Neither shrink nor grow, ever: a peer that truncated the memfd would
+ * make every process mapping it die of SIGBUS. */
+static int shm_seg_seal(const struct shm_seg *seg, int fd)
+{
+	if (seg->name[0] || !fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK |
+				   F_SEAL_GROW | F_SEAL_SEAL))
+		return 0;
+	rdmach_err("shm: cannot seal the segment against resizing: %s",
+		   strerror(errno));
+	return -errno;
 }
 
 /* Map size bytes of fd, the first `populated` of them with their pages in
@@ -160,20 +176,28 @@ static void *shm_seg_map(int fd, uint64_t size, uint64_t populated)
 int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 		   int nwriters, const struct shm_seg_geom *g)
 {
-	struct shm_seg_layout l;
+	struct shm_seg_geo l;
 	void *base;
 	int fd, err;
 
 	shm_seg_plan(nwriters, g, &l);
+	seg->slot_rank = calloc((size_t)nwriters, sizeof(*seg->slot_rank));
+	if (!seg->slot_rank)
+		return -ENOMEM;
 	fd = shm_seg_open_fd(seg);
-	if (fd < 0)
-		return fd;
+	if (fd < 0) {
+		err = fd;
+		goto err_free;
+	}
 	if (ftruncate(fd, (off_t)l.size) < 0) {
 		err = -errno;
 		rdmach_err("shm: cannot size the %" PRIu64 "-byte segment: %s",
 			   l.size, strerror(errno));
 		goto err_close;
 	}
+	err = shm_seg_seal(seg, fd);
+	if (err)
+		goto err_close;
 	/* populated by the owner (the reader), so the pages sit on its
 	 * NUMA node; the pages of a bulk ring or a copy area come with
 	 * their writer's first use */
@@ -187,7 +211,8 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 	seg->base = base;
 	seg->size = l.size;
 	seg->fd = fd;
-	shm_seg_init_hdr(seg, my_rank, writers, nwriters, g, &l);
+	seg->g = l;
+	shm_seg_init_hdr(seg, my_rank, writers, nwriters);
 	return 0;
 
 err_close:
@@ -196,6 +221,9 @@ err_close:
 		shm_unlink(seg->name);
 		seg->name[0] = '\0';
 	}
+err_free:
+	free(seg->slot_rank);
+	seg->slot_rank = NULL;
 	return err;
 }
 
@@ -243,10 +271,134 @@ static int shm_seg_open_peer(const char *desc, int peer_rank, size_t *sizep,
 	return fd;
 }
 
+/* A memfd must be sealed against shrinking and growing (shm_seg_seal); a
+ * named segment cannot be, and must be at least its published size. */
+static int shm_seg_check_fd(int fd, int named, size_t size, int peer_rank)
+{
+	struct stat st;
+	int seals;
+
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size ||
+	    size < sizeof(struct shm_seg_hdr)) {
+		rdmach_err("shm: the segment of rank %d is not of its published "
+			   "size (%zu bytes)", peer_rank, size);
+		return -EPROTO;
+	}
+	if (named)
+		return 0;
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+	    (F_SEAL_SHRINK | F_SEAL_GROW)) {
+		rdmach_err("shm: the segment of rank %d is not sealed against "
+			   "resizing (seals %#x)", peer_rank, seals);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* n parts of each bytes from off lie within size bytes (no overflow). */
+static int shm_seg_fits(uint64_t off, uint64_t n, uint64_t each, uint64_t size)
+{
+	return off <= size && each <= size && (!each || n <= (size - off) / each);
+}
+
+/* ring: a power of two of at least min bytes (or 0 where may_lack), n of
+ * them from a line boundary within size. */
+static int shm_seg_rings_fit(uint64_t off, uint64_t n, uint64_t ring,
+			     uint64_t min, int may_lack, uint64_t size)
+{
+	if (!ring)
+		return may_lack;
+	return shm_pow2(ring) && ring >= min && !(off % SHM_LINE) &&
+	       shm_seg_fits(off, n, ring, size);
+}
+
+/* The layout a peer's header describes, checked against the mapping:
+ * what a writer finds there it writes into.  A bulk ring that does not
+ * fit is none (the peer may run with other knobs); the copy area is
+ * checked by shm_pipe_init. */
+static const char *shm_seg_geo_bad(const struct shm_seg_hdr *h, size_t size)
+{
+	uint64_t n = h->nslots;
+
+	if (!n || n > SHM_SEG_MAX_SLOTS)
+		return "nslots";
+	if (h->ctrl_off % sizeof(struct shm_ring_ctrl) ||
+	    h->ctrl_off < offsetof(struct shm_seg_hdr, slot_rank) +
+	    n * sizeof(int32_t) ||
+	    !shm_seg_fits(h->ctrl_off, n, sizeof(struct shm_ring_ctrl), size))
+		return "ctrl_off";
+	if (!shm_seg_rings_fit(h->ring_off, n, h->ring_size, 4 * SHM_LINE, 0,
+			       size))
+		return "ring_off/ring_size";
+	if (!shm_seg_rings_fit(h->line_off, n, h->line_ring_size, 2 * SHM_LINE,
+			       1, size))
+		return "line_off/line_ring_size";
+	if (h->populated > size)
+		return "populated";
+	return NULL;
+}
+
+static void shm_seg_geo_from(struct shm_seg_geo *g, const struct shm_seg_hdr *h)
+{
+	g->nslots = h->nslots;
+	g->ring_size = h->ring_size;
+	g->ctrl_off = h->ctrl_off;
+	g->ring_off = h->ring_off;
+	g->line_ring_size = h->line_ring_size;
+	g->line_off = h->line_off;
+	g->bulk_ring_size = h->bulk_ring_size;
+	g->bulk_off = h->bulk_off;
+	if (!shm_seg_rings_fit(h->bulk_off, h->nslots, h->bulk_ring_size, 1, 1,
+			       h->size))
+		g->bulk_ring_size = 0;
+	g->pipe_size = h->pipe_size;
+	g->pipe_slot = h->pipe_slot;
+	g->pipe_off = h->pipe_off;
+	g->pipe_stride = h->pipe_stride;
+	g->populated = h->populated;
+	g->size = h->size;
+}
+
+/* Read the header of a peer's segment at base once, check it, keep it. */
+static int shm_seg_adopt(struct shm_seg *seg, void *base, size_t size,
+			 int peer_rank)
+{
+	struct shm_seg_hdr h;
+	const char *bad;
+
+	shm_peer_snap(&h, base, sizeof(h));
+	if (h.magic != SHM_SEG_MAGIC || h.version != SHM_SEG_VERSION ||
+	    h.size != size || h.owner_rank != peer_rank) {
+		rdmach_err("shm: the segment of rank %d has a bad header "
+			   "(magic %#" PRIx64 " version %u rank %d size %" PRIu64
+			   "): mixed rdmach versions?", peer_rank, h.magic,
+			   h.version, h.owner_rank, h.size);
+		return -EPROTO;
+	}
+	bad = shm_seg_geo_bad(&h, size);
+	if (bad) {
+		rdmach_err("shm: the segment of rank %d has a bad header: %s "
+			   "out of its %zu bytes (nslots %u ring_off %#" PRIx64
+			   " ring_size %#" PRIx64 " line_off %#" PRIx64
+			   " line_ring_size %#" PRIx64 " ctrl_off %#" PRIx64 ")",
+			   peer_rank, bad, size, h.nslots, h.ring_off,
+			   h.ring_size, h.line_off, h.line_ring_size,
+			   h.ctrl_off);
+		return -EPROTO;
+	}
+	seg->slot_rank = calloc(h.nslots, sizeof(*seg->slot_rank));
+	if (!seg->slot_rank)
+		return -ENOMEM;
+	shm_peer_snap(seg->slot_rank, (uint8_t *)base +
+		      offsetof(struct shm_seg_hdr, slot_rank),
+		      h.nslots * sizeof(*seg->slot_rank));
+	shm_seg_geo_from(&seg->g, &h);
+	return 0;
+}
+
 int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
 {
-	struct shm_seg_hdr *h;
-	struct stat st;
 	size_t size = 0;
 	void *base;
 	int fd, err;
@@ -257,14 +409,10 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
 			       sizeof(seg->name));
 	if (fd < 0)
 		return fd;
+	err = shm_seg_check_fd(fd, seg->name[0] != '\0', size, peer_rank);
 	seg->name[0] = '\0';	/* the owner unlinks, not us */
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < size ||
-	    size < sizeof(*h)) {
-		rdmach_err("shm: the segment of rank %d is smaller than "
-			   "published (%zu bytes)", peer_rank, size);
-		err = -EPROTO;
+	if (err)
 		goto err_close;
-	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		err = -errno;
@@ -272,31 +420,26 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
 			   size, peer_rank, strerror(errno));
 		goto err_close;
 	}
-	h = base;
-	if (h->magic != SHM_SEG_MAGIC || h->version != SHM_SEG_VERSION ||
-	    h->size != size || h->owner_rank != peer_rank ||
-	    h->populated > size) {
-		rdmach_err("shm: the segment of rank %d has a bad header "
-			   "(magic %#" PRIx64 " version %u rank %d): mixed "
-			   "rdmach versions?", peer_rank, h->magic, h->version,
-			   h->owner_rank);
-		err = -EPROTO;
+	err = shm_seg_adopt(seg, base, size, peer_rank);
+	if (err)
 		goto err_unmap;
-	}
 	/* the rings we write: their pages in place now, not at the first
 	 * message (the bulk rings and copy areas stay sparse) */
-	if (mmap(base, h->populated, PROT_READ | PROT_WRITE,
+	if (mmap(base, seg->g.populated, PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
 		err = -errno;
 		rdmach_err("shm: cannot map the segment of rank %d: %s",
 			   peer_rank, strerror(errno));
-		goto err_unmap;
+		goto err_free;
 	}
 	close(fd);
 	seg->base = base;
 	seg->size = size;
 	return 0;
 
+err_free:
+	free(seg->slot_rank);
+	seg->slot_rank = NULL;
 err_unmap:
 	munmap(base, size);
 err_close:
@@ -306,11 +449,10 @@ err_close:
 
 int shm_seg_slot(const struct shm_seg *seg, int writer_rank)
 {
-	const struct shm_seg_hdr *h = seg->base;
 	uint32_t i;
 
-	for (i = 0; i < h->nslots; i++)
-		if (h->slot_rank[i] == writer_rank)
+	for (i = 0; i < seg->g.nslots; i++)
+		if (seg->slot_rank[i] == writer_rank)
 			return (int)i;
 	return -1;
 }
@@ -332,6 +474,8 @@ void shm_seg_detach(struct shm_seg *seg)
 	shm_seg_ready(seg);
 	if (seg->base)
 		munmap(seg->base, seg->size);
+	free(seg->slot_rank);
+	seg->slot_rank = NULL;
 	seg->base = NULL;
 	seg->size = 0;
 }

@@ -28,6 +28,7 @@
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
 #define SHM_SEG_VERSION 6u
+#define SHM_SEG_MAX_SLOTS 65536u	/* writers of one segment, at most */
 
 struct shm_seg_hdr {
 	uint64_t magic;
@@ -55,12 +56,27 @@ struct shm_seg_hdr {
 	int32_t slot_rank[];	/* writer rank of each slot */
 };
 
+/* Where the parts of a segment lie: a private copy, made by the owner at
+ * creation and by a peer from a checked snapshot of the header when it
+ * maps the segment, and never read from the segment again (every local
+ * process can write the header). */
+struct shm_seg_geo {
+	uint32_t nslots;
+	uint64_t ring_size, ctrl_off, ring_off;
+	uint64_t line_ring_size, line_off;
+	uint64_t bulk_ring_size, bulk_off;
+	uint64_t pipe_size, pipe_slot, pipe_off, pipe_stride;
+	uint64_t populated, size;
+};
+
 /* A mapping of some process's segment. */
 struct shm_seg {
 	void *base;
 	size_t size;
 	int fd;			/* owner only, until shm_seg_ready() */
 	char name[64];		/* shm_open name, "" for a memfd */
+	struct shm_seg_geo g;	/* the layout (private) */
+	int32_t *slot_rank;	/* writer rank of each slot (private) */
 };
 
 /* Sizes of what a segment holds per writer. */
@@ -77,11 +93,18 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 		   int nwriters, const struct shm_seg_geom *g);
 /* "pid:fd:size:name" for the oob exchange (name "-" for a memfd). */
 int shm_seg_describe(const struct shm_seg *seg, char *buf, size_t len);
-/* Map a peer's segment from its description; checks magic and size. */
+/* Map a peer's segment from its description: checks its seals and size,
+ * and its header (layout within the mapping; shm_seg_geo). */
 int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank);
 /* Owner, after every peer attached: drop the fd / unlink the name. */
 void shm_seg_ready(struct shm_seg *seg);
 void shm_seg_detach(struct shm_seg *seg);
+
+/* Is v a power of two (sizes from knobs and from a peer's segment)? */
+static inline int shm_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
 
 static inline struct shm_seg_hdr *shm_seg_hdr(const struct shm_seg *seg)
 {
@@ -94,21 +117,21 @@ int shm_seg_slot(const struct shm_seg *seg, int writer_rank);
 static inline struct shm_ring_ctrl *shm_seg_ctrl(const struct shm_seg *seg,
 						 int slot)
 {
-	struct shm_seg_hdr *h = seg->base;
+	const struct shm_seg_geo *h = &seg->g;
 
 	return (struct shm_ring_ctrl *)((char *)seg->base + h->ctrl_off) + slot;
 }
 
 static inline uint8_t *shm_seg_ring(const struct shm_seg *seg, int slot)
 {
-	struct shm_seg_hdr *h = seg->base;
+	const struct shm_seg_geo *h = &seg->g;
 
 	return (uint8_t *)seg->base + h->ring_off + (size_t)slot * h->ring_size;
 }
 
 static inline uint8_t *shm_seg_line_ring(const struct shm_seg *seg, int slot)
 {
-	struct shm_seg_hdr *h = seg->base;
+	const struct shm_seg_geo *h = &seg->g;
 
 	return (uint8_t *)seg->base + h->line_off +
 	       (size_t)slot * h->line_ring_size;
@@ -116,7 +139,7 @@ static inline uint8_t *shm_seg_line_ring(const struct shm_seg *seg, int slot)
 
 static inline uint8_t *shm_seg_bulk_ring(const struct shm_seg *seg, int slot)
 {
-	struct shm_seg_hdr *h = seg->base;
+	const struct shm_seg_geo *h = &seg->g;
 
 	return (uint8_t *)seg->base + h->bulk_off +
 	       (size_t)slot * h->bulk_ring_size;
@@ -126,7 +149,7 @@ static inline uint8_t *shm_seg_bulk_ring(const struct shm_seg *seg, int slot)
 static inline struct shm_pipe_flag *shm_seg_pipe_flags(const struct shm_seg *seg,
 							int slot)
 {
-	struct shm_seg_hdr *h = seg->base;
+	const struct shm_seg_geo *h = &seg->g;
 
 	return (struct shm_pipe_flag *)((uint8_t *)seg->base + h->pipe_off +
 					(size_t)slot * h->pipe_stride);
@@ -135,7 +158,7 @@ static inline struct shm_pipe_flag *shm_seg_pipe_flags(const struct shm_seg *seg
 /* The first byte of its slots. */
 static inline uint8_t *shm_seg_pipe_area(const struct shm_seg *seg, int slot)
 {
-	struct shm_seg_hdr *h = seg->base;
+	const struct shm_seg_geo *h = &seg->g;
 
 	return (uint8_t *)shm_seg_pipe_flags(seg, slot) + h->pipe_stride -
 	       h->pipe_size;

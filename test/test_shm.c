@@ -131,23 +131,7 @@ static int get_pieces(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 static rdmach_conn_t *connect_with(struct tst *t, const char *const *env,
 				   int *ret)
 {
-	rdmach_conn_t *c;
-	int err;
-
-	for (; env[0]; env += 2)
-		setenv(env[0], env[1], 1);
-	err = tst_connect(t, &t->ctx);
-	if (err) {
-		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
-		return NULL;
-	}
-	c = tst_conn(t, 1 - t->rank);
-	if (!c || shm_only(t, c)) {
-		*ret = c ? TST_SKIP : -1;
-		return NULL;
-	}
-	*ret = 0;
-	return c;
+	return tst_connect_env(t, env, "shm", ret);
 }
 
 /* Connect with env; rank 1 then dies (SIGKILL), rank 0 gets a zeroed
@@ -1477,10 +1461,17 @@ static int shm_pipe_death_writer(struct tst *t)
 			iov.iov_base = buf + put;
 			iov.iov_len = BIG - put;
 		}
+		__atomic_store_n(&t->shared[0], 1, __ATOMIC_SEQ_CST);
 		raise(SIGKILL);
 		return tst_fail(t, "still alive after SIGKILL (put %zu: %zd)",
 				put, n);
 	}
+	/* read only once the writer is done: a reader that keeps up could
+	 * let one put call copy the whole message in before it dies */
+	t0 = rdmach_now_ns();
+	while (!__atomic_load_n(&t->shared[0], __ATOMIC_SEQ_CST) &&
+	       rdmach_now_ns() - t0 < tst_stall_ns())
+		usleep(1000);
 	t0 = rdmach_now_ns();
 	while (got < BIG && rdmach_now_ns() - t0 < 10000000000ull) {
 		struct iovec iov = { buf + got, BIG - got < 7777 ?

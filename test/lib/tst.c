@@ -352,6 +352,35 @@ rdmach_conn_t *tst_conn(struct tst *t, int peer)
 	return conn;
 }
 
+rdmach_conn_t *tst_connect_env(struct tst *t, const char *const *env,
+			       const char *transport, int *ret)
+{
+	rdmach_conn_t *c;
+	const char *tr;
+	int err;
+
+	for (; env[0]; env += 2)
+		setenv(env[0], env[1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err) {
+		*ret = tst_fail(t, "connect: %s", rdmach_strerror(err));
+		return NULL;
+	}
+	c = tst_conn(t, 1 - t->rank);
+	if (!c) {
+		*ret = -1;
+		return NULL;
+	}
+	tr = rdmach_conn_transport(c);
+	if (!tr || strcmp(tr, transport)) {
+		*ret = tst_skip(t, "connection is not %s (%s)", transport,
+				tr ? tr : "?");
+		return NULL;
+	}
+	*ret = 0;
+	return c;
+}
+
 /* ---- running one case in this process --------------------------------- */
 
 /* A mapping of shared memory still alive after finalize is a leak. */

@@ -185,6 +185,11 @@ int tst_barrier(struct tst *t);
 /* init + connect with this case's oob; 0 or the negative error. */
 int tst_connect(struct tst *t, rdmach_ctx_t **ctxp);
 rdmach_conn_t *tst_conn(struct tst *t, int peer);
+/* Set env (name, value, ..., NULL), connect t->ctx, and return the
+ * connection to the other rank of two if it runs over transport; NULL
+ * otherwise, with *ret the case's result (TST_SKIP: another transport). */
+rdmach_conn_t *tst_connect_env(struct tst *t, const char *const *env,
+			       const char *transport, int *ret);
 
 /* Settings. */
 double tst_scale(void);
