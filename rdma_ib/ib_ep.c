@@ -33,6 +33,12 @@
 
 enum ib_wr_kind { IB_WR_DATA, IB_WR_KA, IB_WR_FIN, IB_WR_SPIPE };
 
+/* The peer writes our ctrl words at these offsets: wire format. */
+_Static_assert(offsetof(struct ib_ctrl, zc_ack) == 32 &&
+	       offsetof(struct ib_ctrl, sp) == 40 &&
+	       offsetof(struct ib_sp_ctrl, addr) == 16 &&
+	       sizeof(struct ib_ctrl) == 80, "struct ib_ctrl is wire format");
+
 static inline uint64_t ib_load(const uint64_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);

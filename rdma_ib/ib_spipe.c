@@ -97,10 +97,11 @@ static int ib_sp_post_built(struct ib_sp_conn *sp)
 
 	while (sp->r_land && ib_sp_unposted(sp) && ib_sp_sq_room(sp)) {
 		uint64_t g = sp->tx.posted + 1, off = spipe_buf_off(p, g);
+		uint32_t len = (uint32_t)sp->chunk_bytes[g % p->nbufs];
 		int ret = sp->ep.ops->post_chunk(sp->ep.arg, sp->stage + off,
-						 sp->stage_mr->lkey,
-						 (uint32_t)sp->chunk_bytes[g % p->nbufs],
-						 sp->r_land + off, sp->r_rkey, g);
+						 sp->stage_mr->lkey, len,
+						 sp->r_land + off, sp->r_rkey,
+						 g);
 
 		if (ret)
 			return ret;
