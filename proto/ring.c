@@ -176,11 +176,21 @@ static int ring_rx_peek_at(const struct ring_rx *rx, uint64_t pos,
 
 int ring_rx_peek(struct ring_rx *rx, int bottom_fill, struct ring_pkt *pkt)
 {
-	int r = ring_rx_peek_at(rx, rx->pos, rx->seq, bottom_fill, pkt);
+	int r;
 
-	if (r == 1 && rx->pos + pkt->bytes > rx->seen)
-		rx->seen = rx->pos + pkt->bytes;
-	return r;
+	if (rx->cur.bytes) {
+		*pkt = rx->cur;
+		return 1;
+	}
+	r = ring_rx_peek_at(rx, rx->pos, rx->seq, bottom_fill, &rx->cur);
+	if (r != 1) {
+		rx->cur.bytes = 0;
+		return r;
+	}
+	if (rx->pos + rx->cur.bytes > rx->seen)
+		rx->seen = rx->pos + rx->cur.bytes;
+	*pkt = rx->cur;
+	return 1;
 }
 
 int64_t ring_rx_scan(struct ring_rx *rx, struct ring_scan *sc, int bottom_fill,
@@ -224,6 +234,7 @@ void ring_rx_consume(struct ring_rx *rx, const struct ring_pkt *pkt)
 	rx->pos += pkt->bytes;
 	rx->seq = ring_seq_next(rx->seq);
 	rx->off = 0;
+	rx->cur.bytes = 0;
 	if (rx->seen < rx->pos)
 		rx->seen = rx->pos;
 }

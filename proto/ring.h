@@ -200,16 +200,6 @@ static inline uint64_t ring_max_payload(enum ring_mode mode, uint64_t chunk,
 
 /* ---- receiver ---------------------------------------------------------- */
 
-struct ring_rx {
-	uint8_t *ring;
-	uint64_t size;
-	uint64_t pos;		/* ring bytes consumed (the master tail) */
-	uint32_t seq;		/* expected sequence number at pos */
-	uint32_t off;		/* payload bytes of the packet at pos delivered */
-	uint64_t seen;		/* end of the furthest packet known to be there */
-	uint64_t credit_sent;	/* consumed count last told to the sender */
-};
-
 struct ring_pkt {
 	const uint8_t *payload;
 	uint32_t len;
@@ -218,13 +208,28 @@ struct ring_pkt {
 	uint64_t bytes;		/* ring bytes, for ring_rx_consume() */
 };
 
+struct ring_rx {
+	uint8_t *ring;
+	uint64_t size;
+	uint64_t pos;		/* ring bytes consumed (the master tail) */
+	uint32_t seq;		/* expected sequence number at pos */
+	uint32_t off;		/* payload bytes of the packet at pos delivered */
+	uint64_t seen;		/* end of the furthest packet known to be there */
+	uint64_t credit_sent;	/* consumed count last told to the sender */
+	/* the packet at pos as its header was first found complete: the
+	 * peer may rewrite the header while we read the packet in parts,
+	 * so it is loaded once (cur.bytes != 0) and used from here */
+	struct ring_pkt cur;
+};
+
 void ring_rx_init(struct ring_rx *rx, uint8_t *ring, uint64_t size);
 
 /*
  * Is the packet at the consumer position there?  bottom_fill: check flag
  * and trailer (piggyback/pipeline modes); otherwise the caller knows from
  * the head replica that it is complete and only the flag is checked.
- * 1 and *pkt set, 0 if not (yet), -EPROTO on a corrupt header.
+ * 1 and *pkt set, 0 if not (yet), -EPROTO on a corrupt header.  Once
+ * found, the packet is the same private copy until ring_rx_consume().
  */
 int ring_rx_peek(struct ring_rx *rx, int bottom_fill, struct ring_pkt *pkt);
 
