@@ -788,12 +788,15 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 		       ib_fail(ic, -ECONNRESET, "the peer left before its "
 			       "zero-copy put was read");
 	if (pkt->type == RDMACH_PKT_RNDV) {
-		if (got && ib_zc_get_stops(&ic->zc, pkt->payload, pkt->len,
-					   room)) {
+		n = got ? ib_zc_get_stops(&ic->zc, pkt->payload, pkt->len,
+					  room) : 0;
+		if (n > 0) {
 			*consumed = 0;
 			return 0;
 		}
-		n = ib_zc_get(&ic->zc, pkt->payload, pkt->len, c, room, &ack);
+		if (!n)
+			n = ib_zc_get(&ic->zc, pkt->payload, pkt->len, c,
+				      room, &ack);
 		if (n < 0) {
 			ic->broken = 1;
 			return n;
@@ -813,6 +816,7 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 {
 	int r = ib_take_credit(ic, 0);
+	uint64_t fin;
 
 	if (r)
 		return r;
@@ -820,8 +824,8 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 	if (ib_sp_unposted(&ic->sp) && ib_sp_tx_progress(&ic->sp))
 		return ic->conn->err;
 	ib_credit_out(ic);
-	if (ib_load(&ic->ctrl->fin) &&
-	    ic->rx.pos + 1 >= ib_load(&ic->ctrl->fin))
+	fin = ib_load(&ic->ctrl->fin);	/* once: tested, then compared */
+	if (fin && ic->rx.pos + 1 >= fin)
 		return -ESHUTDOWN;
 	ib_idle(ic);
 	return 0;

@@ -122,9 +122,11 @@ int ib_sp_tx_progress(struct ib_sp_conn *sp)
 	if (a > sp->tx.acked && spipe_tx_ack(&sp->tx, a))
 		return ib_sp_fail(sp, -EPROTO, "protocol error: superpipeline "
 				  "ack beyond what was sent");
-	if (!sp->r_land && ib_sp_load(&in->addr)) {
+	/* the address once: tested, then kept (the key, written before it
+	 * by the same write, is there once it is) */
+	if (!sp->r_land && (a = ib_sp_load(&in->addr))) {
 		sp->r_rkey = (uint32_t)ib_sp_load(&in->rkey);
-		sp->r_land = ib_sp_load(&in->addr);
+		sp->r_land = a;
 	}
 	if (!ib_sp_unposted(sp))
 		return 0;
