@@ -178,19 +178,14 @@ int ring_rx_peek(struct ring_rx *rx, int bottom_fill, struct ring_pkt *pkt)
 {
 	int r;
 
-	if (rx->cur.bytes) {
+	if (rx->off) {
 		*pkt = rx->cur;
 		return 1;
 	}
-	r = ring_rx_peek_at(rx, rx->pos, rx->seq, bottom_fill, &rx->cur);
-	if (r != 1) {
-		rx->cur.bytes = 0;
-		return r;
-	}
-	if (rx->pos + rx->cur.bytes > rx->seen)
-		rx->seen = rx->pos + rx->cur.bytes;
-	*pkt = rx->cur;
-	return 1;
+	r = ring_rx_peek_at(rx, rx->pos, rx->seq, bottom_fill, pkt);
+	if (r == 1 && rx->pos + pkt->bytes > rx->seen)
+		rx->seen = rx->pos + pkt->bytes;
+	return r;
 }
 
 int64_t ring_rx_scan(struct ring_rx *rx, struct ring_scan *sc, int bottom_fill,
@@ -234,7 +229,6 @@ void ring_rx_consume(struct ring_rx *rx, const struct ring_pkt *pkt)
 	rx->pos += pkt->bytes;
 	rx->seq = ring_seq_next(rx->seq);
 	rx->off = 0;
-	rx->cur.bytes = 0;
 	if (rx->seen < rx->pos)
 		rx->seen = rx->pos;
 }

@@ -844,11 +844,8 @@ static int ib_peek_pkt(struct ib_conn *ic, struct ring_pkt *pkt)
 static void ib_rx_advance(struct ib_conn *ic, const struct ring_pkt *pkt,
 			  size_t n)
 {
-	ic->rx.off += (uint32_t)n;
-	if (ic->rx.off == pkt->len) {
-		ring_rx_consume(&ic->rx, pkt);
+	if (ring_rx_advance(&ic->rx, pkt, (uint32_t)n))
 		ic->conn->stats.packets_received++;
-	}
 }
 
 static __attribute__((noinline)) ssize_t
