@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "ib_ep.h"
 #include "ib_large.h"
+#include "ib_peer.h"
 #include "ib_spipe.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
@@ -38,11 +39,6 @@ _Static_assert(offsetof(struct ib_ctrl, zc_ack) == 32 &&
 	       offsetof(struct ib_ctrl, sp) == 40 &&
 	       offsetof(struct ib_sp_ctrl, addr) == 16 &&
 	       sizeof(struct ib_ctrl) == 80, "struct ib_ctrl is wire format");
-
-static inline uint64_t ib_load(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
 
 static int ib_fail(struct ib_conn *ic, int err, const char *what)
 {
@@ -169,7 +165,7 @@ static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 	if (ic->broken)
 		return;
 	ic->broken = 1;
-	if (ib_load(&ic->ctrl->fin)) {
+	if (ib_peer_load64(&ic->ctrl->fin)) {
 		/* the peer finalized and tore its QP down: not a failure */
 		rdmach_debug("ib: rank %d gone after finalize: %s",
 			     ic->conn->peer, ibv_wc_status_str(wc->status));
@@ -254,7 +250,7 @@ static int ib_credit_in(struct ib_conn *ic, uint64_t consumed)
  * that arrived but were not read yet. */
 static int ib_take_credit(struct ib_conn *ic, int scan)
 {
-	uint64_t t = ib_load(&ic->ctrl->tail);
+	uint64_t t = ib_peer_load64(&ic->ctrl->tail);
 	int64_t c;
 
 	if (t != ic->tail_seen) {
@@ -305,7 +301,7 @@ static void ib_idle(struct ib_conn *ic)
 	char msg[128];
 
 	if (++ic->idle % IB_IDLE_POLLS || ic->broken ||
-	    ib_load(&ic->ctrl->fin))
+	    ib_peer_load64(&ic->ctrl->fin))
 		return;
 	now = rdmach_now_ns();
 	if (ic->ka_pending) {
@@ -348,7 +344,7 @@ static void ib_idle(struct ib_conn *ic)
 /* Why no more bytes can go to this peer. */
 static int ib_put_error(struct ib_conn *ic)
 {
-	if (ib_load(&ic->ctrl->fin))
+	if (ib_peer_load64(&ic->ctrl->fin))
 		return -EPIPE;
 	if (ic->conn->err)
 		return ic->conn->err;
@@ -429,9 +425,9 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 
 		ib_ep_poll(tl);
 		/* fin before ack: the peer writes them in the other order */
-		gone = ic->broken || ib_load(&ic->ctrl->fin);
+		gone = ic->broken || ib_peer_load64(&ic->ctrl->fin);
 		n = ib_zc_put_poll(&ic->zc, iov, iovcnt,
-				   ib_load(&ic->ctrl->zc_ack));
+				   ib_peer_load64(&ic->ctrl->zc_ack));
 		if (n)
 			return n;
 		if (gone)
@@ -439,15 +435,15 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 		ib_put_wait(ic);
 		return 0;
 	}
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	len = ib_zc_ctl_len(&ic->zc, iov, iovcnt, head, &bytes);
 	if (!bytes)
 		return -EAGAIN;
-	ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
+	ib_zc_tx_reap(&ic->zc, ib_peer_load64(&ic->ctrl->zc_ack));
 	if (!ib_zc_tx_room(&ic->zc)) {	/* deferred ones in flight */
 		ib_ep_poll(tl);
-		ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
+		ib_zc_tx_reap(&ic->zc, ib_peer_load64(&ic->ctrl->zc_ack));
 		if (!ib_zc_tx_room(&ic->zc)) {
 			ib_put_wait(ic);
 			return ic->broken ? ib_put_error(ic) : 0;
@@ -511,7 +507,7 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	if (total > ic->small_max || total >= ic->tl->large.min ||
 	    ic->zc.wait_id || ic->sp.tx.left || ic->ring_left ||
 	    ic->sq_free < 1 + IB_SQ_RESERVE || ic->broken ||
-	    ib_load(&ic->ctrl->fin) ||
+	    ib_peer_load64(&ic->ctrl->fin) ||
 	    ring_tx_reserve(&ic->tx, total, ic->small_max, &s) || s.len != total)
 		return 0;
 	rdmach_iovc_init(&c, iov, iovcnt);
@@ -600,7 +596,7 @@ static ssize_t ib_put_spipe(struct ib_conn *ic, const struct iovec *iov,
 
 	if (started)
 		*started = 0;
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	n = ib_put_spipe_chunks(ic, iov, iovcnt, total, start, started);
 	if (ic->sp.tx.acked != acked)
@@ -626,7 +622,7 @@ static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
 	int started = 0;
 	ssize_t n = -EAGAIN;
 
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	/* a peer from before the superpipeline cannot take one */
 	ib_large_choose(&tl->large, tl->zc->rc,
@@ -678,7 +674,7 @@ static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 		if (n != -EAGAIN)
 			return n;
 	}
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	ret = ib_take_credit(ic, 0);
 	if (ret)
@@ -747,8 +743,8 @@ int ib_ep_put_done(struct rdmach_conn *conn, uint64_t *done)
 	if (ib_zc_tx_unacked(&ic->zc))
 		ib_ep_poll(ic->tl);
 	/* fin before ack: the peer writes them in the other order */
-	gone = ic->broken || ib_load(&ic->ctrl->fin);
-	acked = ib_load(&ic->ctrl->zc_ack);
+	gone = ic->broken || ib_peer_load64(&ic->ctrl->fin);
+	acked = ib_peer_load64(&ic->ctrl->zc_ack);
 	ib_zc_tx_reap(&ic->zc, acked);
 	*done = acked;
 	if (!ib_zc_tx_unacked(&ic->zc))
@@ -824,7 +820,7 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 	if (ib_sp_unposted(&ic->sp) && ib_sp_tx_progress(&ic->sp))
 		return ic->conn->err;
 	ib_credit_out(ic);
-	fin = ib_load(&ic->ctrl->fin);	/* once: tested, then compared */
+	fin = ib_peer_load64(&ic->ctrl->fin);	/* once: tested, then compared */
 	if (fin && ic->rx.pos + 1 >= fin)
 		return -ESHUTDOWN;
 	ib_idle(ic);
@@ -891,7 +887,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	while (done < total) {
 		size_t n;
 
-		if (!bottom_fill && ic->rx.pos >= ib_load(&ic->ctrl->head))
+		if (!bottom_fill && ic->rx.pos >= ib_peer_load64(&ic->ctrl->head))
 			break;
 		r = ring_rx_peek(&ic->rx, bottom_fill, &pkt);
 		if (r < 0) {
@@ -1197,12 +1193,12 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 	 * fin: the landing address comes when the peer's get meets the
 	 * message (unless the peer finalizes first) */
 	while (ib_sp_unposted(&ic->sp) && !ic->broken &&
-	       !ib_load(&ic->ctrl->fin) && rdmach_now_ns() < deadline_ns) {
+	       !ib_peer_load64(&ic->ctrl->fin) && rdmach_now_ns() < deadline_ns) {
 		ib_ep_poll(ic->tl);
 		if (ib_sp_tx_progress(&ic->sp))
 			return;
 	}
-	if (ib_sp_unposted(&ic->sp) && !ib_load(&ic->ctrl->fin))
+	if (ib_sp_unposted(&ic->sp) && !ib_peer_load64(&ic->ctrl->fin))
 		rdmach_warn("ib: finalize: %llu superpipeline chunks to rank "
 			    "%d not written by the deadline (the peer did not "
 			    "read them)",
@@ -1219,11 +1215,11 @@ int ib_ep_drained(const struct ib_conn *ic)
 {
 	/* a peer that finalized reads no more: do not wait for acks from a
 	 * QP it may have destroyed already */
-	if (!ic->qp || ic->broken || ib_load(&ic->ctrl->fin))
+	if (!ic->qp || ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return 1;
 	if (ic->sig_tail != ic->sig_head)
 		return 0;
 	/* the peer may still be reading our memory */
 	return !(ib_zc_tx_unacked(&ic->zc) &&
-		 ib_load(&ic->ctrl->zc_ack) < ic->zc.next_id - 1);
+		 ib_peer_load64(&ic->ctrl->zc_ack) < ic->zc.next_id - 1);
 }

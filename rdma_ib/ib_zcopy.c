@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_peer.h"
 #include "ib_zcopy.h"
 #include "core/log.h"
 
@@ -270,7 +271,7 @@ static int ib_zc_rx_snap(struct ib_zc_conn *zcc, const void *pkt,
 		return 0;
 	if (len < sizeof(*r) || len > sizeof(zcc->rx_pkt))
 		return ib_zc_bad(zcc, "length", len);
-	memcpy(&zcc->rx_pkt, pkt, len);
+	ib_peer_snap(&zcc->rx_pkt, pkt, len);
 	if (!r->nsegs || r->nsegs > RDMACH_RNDV_MAX_SEGS ||
 	    len != rdmach_rndv_size(r->nsegs))
 		return ib_zc_bad(zcc, "nsegs", r->nsegs);
