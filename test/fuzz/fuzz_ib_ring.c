@@ -12,24 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test/fuzz/fuzz_in.h"
 #include "proto/ring.h"
 
 #define FUZZ_RING 4096u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-struct fuzz_in {
-	const uint8_t *p;
-	size_t left;
-};
-
-static unsigned int fuzz_byte(struct fuzz_in *in)
-{
-	if (!in->left)
-		return 0;
-	in->left--;
-	return *in->p++;
-}
 
 /* The peer rewrites one aligned word: offset and value from the input. */
 static void fuzz_poke(struct fuzz_in *in, uint8_t *ring, uint32_t seq)

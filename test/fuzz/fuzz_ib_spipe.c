@@ -13,22 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test/fuzz/fuzz_in.h"
 #include "proto/spipe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-struct fuzz_in {
-	const uint8_t *p;
-	size_t left;
-};
-
-static unsigned int fuzz_byte(struct fuzz_in *in)
-{
-	if (!in->left)
-		return 0;
-	in->left--;
-	return *in->p++;
-}
 
 static uint64_t fuzz_word(struct fuzz_in *in)
 {
