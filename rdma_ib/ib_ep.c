@@ -98,8 +98,13 @@ static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
 		   uint64_t raddr, enum ib_wr_kind kind, int signal,
 		   uint64_t head_after)
 {
-	return ib_post_wr(ic, src, len, ic->mr->lkey, raddr, ic->rkey, kind,
-			  signal, head_after, 0);
+	const uint8_t *p = src;
+	/* staging has a registration of its own (the peer cannot reach it) */
+	uint32_t lkey = p >= ic->tx.stage && p < ic->tx.stage + ic->tx.size ?
+			ic->stage_mr->lkey : ic->mr->lkey;
+
+	return ib_post_wr(ic, src, len, lkey, raddr, ic->rkey, kind, signal,
+			  head_after, 0);
 }
 
 /* An 8-byte control word into the peer's ctrl area (inline). */
@@ -1073,6 +1078,8 @@ void ib_ep_destroy(struct ib_conn *ic)
 		ibv_destroy_qp(ic->qp);
 	if (ic->mr)
 		ibv_dereg_mr(ic->mr);
+	if (ic->stage_mr)
+		ibv_dereg_mr(ic->stage_mr);
 	free(ic->buf);
 	free(ic->sig);
 	free(ic);
@@ -1088,21 +1095,25 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 		return NULL;
 	ic->tl = tl;
 	ic->conn = &tl->base.ctx->conns[peer];
-	ic->buf_len = 2 * r + sizeof(struct ib_ctrl);
+	ic->buf_len = IB_STAGE_OFF(r) + r;
 	if (posix_memalign((void **)&ic->buf, 4096, ic->buf_len))
 		goto err;
 	memset(ic->buf, 0, ic->buf_len);
-	ic->ctrl = (struct ib_ctrl *)(void *)(ic->buf + 2 * r);
+	ic->ctrl = (struct ib_ctrl *)(void *)(ic->buf + r);
 	while (sigs < tl->sq_depth)
 		sigs <<= 1;
 	ic->sig = calloc(sigs, sizeof(*ic->sig));
 	if (!ic->sig)
 		goto err;
 	ic->sig_mask = sigs - 1;
-	ic->mr = ibv_reg_mr(tl->dev.pd, ic->buf, ic->buf_len,
-			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			    IBV_ACCESS_REMOTE_READ);
-	if (!ic->mr) {
+	/* the peer writes ring and ctrl words, reads nothing; staging is
+	 * only a source of our own writes */
+	ic->mr = ibv_reg_mr(tl->dev.pd, ic->buf, r + sizeof(struct ib_ctrl),
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (ic->mr)
+		ic->stage_mr = ibv_reg_mr(tl->dev.pd, ic->buf +
+					  IB_STAGE_OFF(r), r, 0);
+	if (!ic->mr || !ic->stage_mr) {
 		rdmach_err("ib: registering %zu bytes for rank %d on %s "
 			   "failed: %s (ulimit -l?)", ic->buf_len, peer,
 			   tl->dev.name, strerror(errno));
@@ -1176,7 +1187,8 @@ int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
 	ic->r_ctrl = r->ctrl;
 	ic->rkey = r->rkey;
 	ic->peer_caps = r->caps;
-	ring_tx_init(&ic->tx, ic->buf + tl->ring_size, tl->ring_size);
+	ring_tx_init(&ic->tx, ic->buf + IB_STAGE_OFF(tl->ring_size),
+		     tl->ring_size);
 	ic->tx.near = !!(r->caps & IB_CAP_NEAR);
 	ic->small_max = tl->mode == RING_MODE_BASIC ? 0 :
 			ring_max_payload(tl->mode, tl->chunk, tl->ring_size);
