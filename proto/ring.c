@@ -176,8 +176,13 @@ static int ring_rx_peek_at(const struct ring_rx *rx, uint64_t pos,
 
 int ring_rx_peek(struct ring_rx *rx, int bottom_fill, struct ring_pkt *pkt)
 {
-	int r = ring_rx_peek_at(rx, rx->pos, rx->seq, bottom_fill, pkt);
+	int r;
 
+	if (rx->off) {
+		*pkt = rx->cur;
+		return 1;
+	}
+	r = ring_rx_peek_at(rx, rx->pos, rx->seq, bottom_fill, pkt);
 	if (r == 1 && rx->pos + pkt->bytes > rx->seen)
 		rx->seen = rx->pos + pkt->bytes;
 	return r;

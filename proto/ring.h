@@ -200,16 +200,6 @@ static inline uint64_t ring_max_payload(enum ring_mode mode, uint64_t chunk,
 
 /* ---- receiver ---------------------------------------------------------- */
 
-struct ring_rx {
-	uint8_t *ring;
-	uint64_t size;
-	uint64_t pos;		/* ring bytes consumed (the master tail) */
-	uint32_t seq;		/* expected sequence number at pos */
-	uint32_t off;		/* payload bytes of the packet at pos delivered */
-	uint64_t seen;		/* end of the furthest packet known to be there */
-	uint64_t credit_sent;	/* consumed count last told to the sender */
-};
-
 struct ring_pkt {
 	const uint8_t *payload;
 	uint32_t len;
@@ -218,13 +208,28 @@ struct ring_pkt {
 	uint64_t bytes;		/* ring bytes, for ring_rx_consume() */
 };
 
+struct ring_rx {
+	uint8_t *ring;
+	uint64_t size;
+	uint64_t pos;		/* ring bytes consumed (the master tail) */
+	uint32_t seq;		/* expected sequence number at pos */
+	uint32_t off;		/* payload bytes of the packet at pos delivered */
+	uint64_t seen;		/* end of the furthest packet known to be there */
+	uint64_t credit_sent;	/* consumed count last told to the sender */
+	/* the packet at pos while it is read in parts (off != 0), as its
+	 * header was found: the peer may rewrite the header meanwhile, so
+	 * it is not loaded again (ring_rx_advance) */
+	struct ring_pkt cur;
+};
+
 void ring_rx_init(struct ring_rx *rx, uint8_t *ring, uint64_t size);
 
 /*
  * Is the packet at the consumer position there?  bottom_fill: check flag
  * and trailer (piggyback/pipeline modes); otherwise the caller knows from
  * the head replica that it is complete and only the flag is checked.
- * 1 and *pkt set, 0 if not (yet), -EPROTO on a corrupt header.
+ * 1 and *pkt set, 0 if not (yet), -EPROTO on a corrupt header.  A packet
+ * read in part (ring_rx_advance) is the private copy taken then.
  */
 int ring_rx_peek(struct ring_rx *rx, int bottom_fill, struct ring_pkt *pkt);
 
@@ -256,6 +261,20 @@ static inline int ring_rx_head_arrived(const struct ring_rx *rx)
 
 /* Done with the packet at pos: clear its flag positions, advance. */
 void ring_rx_consume(struct ring_rx *rx, const struct ring_pkt *pkt);
+
+/* n more payload bytes of pkt (from ring_rx_peek) were read: 1 when that
+ * was the rest of it (consumed), else 0 and the header kept as read. */
+static inline int ring_rx_advance(struct ring_rx *rx,
+				  const struct ring_pkt *pkt, uint32_t n)
+{
+	rx->off += n;
+	if (rx->off == pkt->len) {
+		ring_rx_consume(rx, pkt);
+		return 1;
+	}
+	rx->cur = *pkt;
+	return 0;
+}
 
 /*
  * Should an explicit tail update go to the sender now?  Eager (basic mode)

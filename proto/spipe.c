@@ -225,7 +225,11 @@ int64_t spipe_rx_take(struct spipe_rx *rx, const uint8_t *area,
 		/* deliver what came before the error; the next call fails */
 		if (r < 0)
 			return done ? (int64_t)done : r;
-		if (b.len - rx->off > rx->total - rx->delivered)
+		/* a block read in parts is loaded again: its length must
+		 * still cover what was read of it (else the difference wraps,
+		 * and a message over 4 GiB let it pass) */
+		if (b.len <= rx->off ||
+		    b.len - rx->off > rx->total - rx->delivered)
 			return done ? (int64_t)done : -EPROTO;	/* beyond */
 		want = b.len - rx->off;
 		if (want > room - done)

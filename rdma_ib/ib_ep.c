@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "ib_ep.h"
 #include "ib_large.h"
+#include "ib_peer.h"
 #include "ib_spipe.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
@@ -38,11 +39,6 @@ _Static_assert(offsetof(struct ib_ctrl, zc_ack) == 32 &&
 	       offsetof(struct ib_ctrl, sp) == 40 &&
 	       offsetof(struct ib_sp_ctrl, addr) == 16 &&
 	       sizeof(struct ib_ctrl) == 80, "struct ib_ctrl is wire format");
-
-static inline uint64_t ib_load(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
 
 static int ib_fail(struct ib_conn *ic, int err, const char *what)
 {
@@ -102,8 +98,13 @@ static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
 		   uint64_t raddr, enum ib_wr_kind kind, int signal,
 		   uint64_t head_after)
 {
-	return ib_post_wr(ic, src, len, ic->mr->lkey, raddr, ic->rkey, kind,
-			  signal, head_after, 0);
+	const uint8_t *p = src;
+	/* staging has a registration of its own (the peer cannot reach it) */
+	uint32_t lkey = p >= ic->tx.stage && p < ic->tx.stage + ic->tx.size ?
+			ic->stage_mr->lkey : ic->mr->lkey;
+
+	return ib_post_wr(ic, src, len, lkey, raddr, ic->rkey, kind, signal,
+			  head_after, 0);
 }
 
 /* An 8-byte control word into the peer's ctrl area (inline). */
@@ -169,7 +170,7 @@ static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 	if (ic->broken)
 		return;
 	ic->broken = 1;
-	if (ib_load(&ic->ctrl->fin)) {
+	if (ib_peer_load64(&ic->ctrl->fin)) {
 		/* the peer finalized and tore its QP down: not a failure */
 		rdmach_debug("ib: rank %d gone after finalize: %s",
 			     ic->conn->peer, ibv_wc_status_str(wc->status));
@@ -254,7 +255,7 @@ static int ib_credit_in(struct ib_conn *ic, uint64_t consumed)
  * that arrived but were not read yet. */
 static int ib_take_credit(struct ib_conn *ic, int scan)
 {
-	uint64_t t = ib_load(&ic->ctrl->tail);
+	uint64_t t = ib_peer_load64(&ic->ctrl->tail);
 	int64_t c;
 
 	if (t != ic->tail_seen) {
@@ -305,7 +306,7 @@ static void ib_idle(struct ib_conn *ic)
 	char msg[128];
 
 	if (++ic->idle % IB_IDLE_POLLS || ic->broken ||
-	    ib_load(&ic->ctrl->fin))
+	    ib_peer_load64(&ic->ctrl->fin))
 		return;
 	now = rdmach_now_ns();
 	if (ic->ka_pending) {
@@ -348,7 +349,7 @@ static void ib_idle(struct ib_conn *ic)
 /* Why no more bytes can go to this peer. */
 static int ib_put_error(struct ib_conn *ic)
 {
-	if (ib_load(&ic->ctrl->fin))
+	if (ib_peer_load64(&ic->ctrl->fin))
 		return -EPIPE;
 	if (ic->conn->err)
 		return ic->conn->err;
@@ -429,9 +430,9 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 
 		ib_ep_poll(tl);
 		/* fin before ack: the peer writes them in the other order */
-		gone = ic->broken || ib_load(&ic->ctrl->fin);
+		gone = ic->broken || ib_peer_load64(&ic->ctrl->fin);
 		n = ib_zc_put_poll(&ic->zc, iov, iovcnt,
-				   ib_load(&ic->ctrl->zc_ack));
+				   ib_peer_load64(&ic->ctrl->zc_ack));
 		if (n)
 			return n;
 		if (gone)
@@ -439,15 +440,15 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 		ib_put_wait(ic);
 		return 0;
 	}
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	len = ib_zc_ctl_len(&ic->zc, iov, iovcnt, head, &bytes);
 	if (!bytes)
 		return -EAGAIN;
-	ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
+	ib_zc_tx_reap(&ic->zc, ib_peer_load64(&ic->ctrl->zc_ack));
 	if (!ib_zc_tx_room(&ic->zc)) {	/* deferred ones in flight */
 		ib_ep_poll(tl);
-		ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
+		ib_zc_tx_reap(&ic->zc, ib_peer_load64(&ic->ctrl->zc_ack));
 		if (!ib_zc_tx_room(&ic->zc)) {
 			ib_put_wait(ic);
 			return ic->broken ? ib_put_error(ic) : 0;
@@ -511,7 +512,7 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	if (total > ic->small_max || total >= ic->tl->large.min ||
 	    ic->zc.wait_id || ic->sp.tx.left || ic->ring_left ||
 	    ic->sq_free < 1 + IB_SQ_RESERVE || ic->broken ||
-	    ib_load(&ic->ctrl->fin) ||
+	    ib_peer_load64(&ic->ctrl->fin) ||
 	    ring_tx_reserve(&ic->tx, total, ic->small_max, &s) || s.len != total)
 		return 0;
 	rdmach_iovc_init(&c, iov, iovcnt);
@@ -600,7 +601,7 @@ static ssize_t ib_put_spipe(struct ib_conn *ic, const struct iovec *iov,
 
 	if (started)
 		*started = 0;
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	n = ib_put_spipe_chunks(ic, iov, iovcnt, total, start, started);
 	if (ic->sp.tx.acked != acked)
@@ -626,7 +627,7 @@ static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
 	int started = 0;
 	ssize_t n = -EAGAIN;
 
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	/* a peer from before the superpipeline cannot take one */
 	ib_large_choose(&tl->large, tl->zc->rc,
@@ -678,7 +679,7 @@ static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 		if (n != -EAGAIN)
 			return n;
 	}
-	if (ic->broken || ib_load(&ic->ctrl->fin))
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return ib_put_error(ic);
 	ret = ib_take_credit(ic, 0);
 	if (ret)
@@ -747,8 +748,8 @@ int ib_ep_put_done(struct rdmach_conn *conn, uint64_t *done)
 	if (ib_zc_tx_unacked(&ic->zc))
 		ib_ep_poll(ic->tl);
 	/* fin before ack: the peer writes them in the other order */
-	gone = ic->broken || ib_load(&ic->ctrl->fin);
-	acked = ib_load(&ic->ctrl->zc_ack);
+	gone = ic->broken || ib_peer_load64(&ic->ctrl->fin);
+	acked = ib_peer_load64(&ic->ctrl->zc_ack);
 	ib_zc_tx_reap(&ic->zc, acked);
 	*done = acked;
 	if (!ib_zc_tx_unacked(&ic->zc))
@@ -788,12 +789,15 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 		       ib_fail(ic, -ECONNRESET, "the peer left before its "
 			       "zero-copy put was read");
 	if (pkt->type == RDMACH_PKT_RNDV) {
-		if (got && ib_zc_get_stops(&ic->zc, pkt->payload, pkt->len,
-					   room)) {
+		n = got ? ib_zc_get_stops(&ic->zc, pkt->payload, pkt->len,
+					  room) : 0;
+		if (n > 0) {
 			*consumed = 0;
 			return 0;
 		}
-		n = ib_zc_get(&ic->zc, pkt->payload, pkt->len, c, room, &ack);
+		if (!n)
+			n = ib_zc_get(&ic->zc, pkt->payload, pkt->len, c,
+				      room, &ack);
 		if (n < 0) {
 			ic->broken = 1;
 			return n;
@@ -813,6 +817,7 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 {
 	int r = ib_take_credit(ic, 0);
+	uint64_t fin;
 
 	if (r)
 		return r;
@@ -820,8 +825,8 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 	if (ib_sp_unposted(&ic->sp) && ib_sp_tx_progress(&ic->sp))
 		return ic->conn->err;
 	ib_credit_out(ic);
-	if (ib_load(&ic->ctrl->fin) &&
-	    ic->rx.pos + 1 >= ib_load(&ic->ctrl->fin))
+	fin = ib_peer_load64(&ic->ctrl->fin);	/* once: tested, then compared */
+	if (fin && ic->rx.pos + 1 >= fin)
 		return -ESHUTDOWN;
 	ib_idle(ic);
 	return 0;
@@ -840,11 +845,8 @@ static int ib_peek_pkt(struct ib_conn *ic, struct ring_pkt *pkt)
 static void ib_rx_advance(struct ib_conn *ic, const struct ring_pkt *pkt,
 			  size_t n)
 {
-	ic->rx.off += (uint32_t)n;
-	if (ic->rx.off == pkt->len) {
-		ring_rx_consume(&ic->rx, pkt);
+	if (ring_rx_advance(&ic->rx, pkt, (uint32_t)n))
 		ic->conn->stats.packets_received++;
-	}
 }
 
 static __attribute__((noinline)) ssize_t
@@ -890,7 +892,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	while (done < total) {
 		size_t n;
 
-		if (!bottom_fill && ic->rx.pos >= ib_load(&ic->ctrl->head))
+		if (!bottom_fill && ic->rx.pos >= ib_peer_load64(&ic->ctrl->head))
 			break;
 		r = ring_rx_peek(&ic->rx, bottom_fill, &pkt);
 		if (r < 0) {
@@ -1076,6 +1078,8 @@ void ib_ep_destroy(struct ib_conn *ic)
 		ibv_destroy_qp(ic->qp);
 	if (ic->mr)
 		ibv_dereg_mr(ic->mr);
+	if (ic->stage_mr)
+		ibv_dereg_mr(ic->stage_mr);
 	free(ic->buf);
 	free(ic->sig);
 	free(ic);
@@ -1091,21 +1095,25 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 		return NULL;
 	ic->tl = tl;
 	ic->conn = &tl->base.ctx->conns[peer];
-	ic->buf_len = 2 * r + sizeof(struct ib_ctrl);
+	ic->buf_len = IB_STAGE_OFF(r) + r;
 	if (posix_memalign((void **)&ic->buf, 4096, ic->buf_len))
 		goto err;
 	memset(ic->buf, 0, ic->buf_len);
-	ic->ctrl = (struct ib_ctrl *)(void *)(ic->buf + 2 * r);
+	ic->ctrl = (struct ib_ctrl *)(void *)(ic->buf + r);
 	while (sigs < tl->sq_depth)
 		sigs <<= 1;
 	ic->sig = calloc(sigs, sizeof(*ic->sig));
 	if (!ic->sig)
 		goto err;
 	ic->sig_mask = sigs - 1;
-	ic->mr = ibv_reg_mr(tl->dev.pd, ic->buf, ic->buf_len,
-			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			    IBV_ACCESS_REMOTE_READ);
-	if (!ic->mr) {
+	/* the peer writes ring and ctrl words, reads nothing; staging is
+	 * only a source of our own writes */
+	ic->mr = ibv_reg_mr(tl->dev.pd, ic->buf, r + sizeof(struct ib_ctrl),
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (ic->mr)
+		ic->stage_mr = ibv_reg_mr(tl->dev.pd, ic->buf +
+					  IB_STAGE_OFF(r), r, 0);
+	if (!ic->mr || !ic->stage_mr) {
 		rdmach_err("ib: registering %zu bytes for rank %d on %s "
 			   "failed: %s (ulimit -l?)", ic->buf_len, peer,
 			   tl->dev.name, strerror(errno));
@@ -1179,7 +1187,8 @@ int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
 	ic->r_ctrl = r->ctrl;
 	ic->rkey = r->rkey;
 	ic->peer_caps = r->caps;
-	ring_tx_init(&ic->tx, ic->buf + tl->ring_size, tl->ring_size);
+	ring_tx_init(&ic->tx, ic->buf + IB_STAGE_OFF(tl->ring_size),
+		     tl->ring_size);
 	ic->tx.near = !!(r->caps & IB_CAP_NEAR);
 	ic->small_max = tl->mode == RING_MODE_BASIC ? 0 :
 			ring_max_payload(tl->mode, tl->chunk, tl->ring_size);
@@ -1196,12 +1205,12 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 	 * fin: the landing address comes when the peer's get meets the
 	 * message (unless the peer finalizes first) */
 	while (ib_sp_unposted(&ic->sp) && !ic->broken &&
-	       !ib_load(&ic->ctrl->fin) && rdmach_now_ns() < deadline_ns) {
+	       !ib_peer_load64(&ic->ctrl->fin) && rdmach_now_ns() < deadline_ns) {
 		ib_ep_poll(ic->tl);
 		if (ib_sp_tx_progress(&ic->sp))
 			return;
 	}
-	if (ib_sp_unposted(&ic->sp) && !ib_load(&ic->ctrl->fin))
+	if (ib_sp_unposted(&ic->sp) && !ib_peer_load64(&ic->ctrl->fin))
 		rdmach_warn("ib: finalize: %llu superpipeline chunks to rank "
 			    "%d not written by the deadline (the peer did not "
 			    "read them)",
@@ -1218,11 +1227,11 @@ int ib_ep_drained(const struct ib_conn *ic)
 {
 	/* a peer that finalized reads no more: do not wait for acks from a
 	 * QP it may have destroyed already */
-	if (!ic->qp || ic->broken || ib_load(&ic->ctrl->fin))
+	if (!ic->qp || ic->broken || ib_peer_load64(&ic->ctrl->fin))
 		return 1;
 	if (ic->sig_tail != ic->sig_head)
 		return 0;
 	/* the peer may still be reading our memory */
 	return !(ib_zc_tx_unacked(&ic->zc) &&
-		 ib_load(&ic->ctrl->zc_ack) < ic->zc.next_id - 1);
+		 ib_peer_load64(&ic->ctrl->zc_ack) < ic->zc.next_id - 1);
 }

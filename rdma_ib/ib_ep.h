@@ -10,13 +10,15 @@
  * ib_large.h), which reach back only through what it gives them at
  * set-up (a CQ poll, posting calls, pointers to its words).
  *
- * Per endpoint one registered buffer: [ ring | staging | ctrl ].
+ * Per endpoint one buffer: [ ring | ctrl, to a page | staging ], in two
+ * registrations: ring and ctrl (remote write: the peer's rkey), staging
+ * (local only: the source of our writes; the peer cannot reach it).
  * ring    the peer writes its packets here (we poll flags or the head);
- * staging our packets, at the offsets they take in the peer's ring;
  * ctrl    words the peer writes: its head (basic mode), its consumed count
  *         of our packets (explicit credit), fin, keepalive target, the
  *         last zero-copy put it read, the last superpipeline chunk it
- *         copied out and its landing area (ib_spipe.h).
+ *         copied out and its landing area (ib_spipe.h);
+ * staging our packets, at the offsets they take in the peer's ring.
  */
 #ifndef RDMACH_IB_EP_H
 #define RDMACH_IB_EP_H
@@ -34,6 +36,8 @@
 #include "proto/ring.h"
 
 #define IB_SQ_RESERVE 3		/* slots kept for credit, keepalive, fin */
+/* staging after ring (r bytes) and the ctrl words, on a page of its own */
+#define IB_STAGE_OFF(r)	((r) + 4096u)
 
 struct ib_ctrl {
 	uint64_t head;		/* basic mode: the peer's head in our ring */
@@ -59,7 +63,8 @@ struct ib_conn {
 	struct ibv_qp *loop_qp;	/* connection to self: the responder QP */
 	uint8_t *buf;
 	size_t buf_len;
-	struct ibv_mr *mr;
+	struct ibv_mr *mr;	/* ring and ctrl: the peer writes */
+	struct ibv_mr *stage_mr;	/* staging: local only */
 	struct ib_ctrl *ctrl;
 	struct ring_tx tx;
 	struct ring_rx rx;

@@ -9,12 +9,8 @@
 #include "core/log.h"
 #include "core/tl.h"
 #include "ib_large.h"
+#include "ib_peer.h"
 #include "ib_spipe.h"
-
-static inline uint64_t ib_sp_load(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
 
 void ib_sp_conn_init(struct ib_sp_conn *sp, const struct ib_sp_ep *ep,
 		     struct ib_large *lg)
@@ -118,13 +114,15 @@ int ib_sp_tx_progress(struct ib_sp_conn *sp)
 
 	if (!sp->stage)
 		return 0;
-	a = ib_sp_load(&in->ack);
+	a = ib_peer_load64(&in->ack);
 	if (a > sp->tx.acked && spipe_tx_ack(&sp->tx, a))
 		return ib_sp_fail(sp, -EPROTO, "protocol error: superpipeline "
 				  "ack beyond what was sent");
-	if (!sp->r_land && ib_sp_load(&in->addr)) {
-		sp->r_rkey = (uint32_t)ib_sp_load(&in->rkey);
-		sp->r_land = ib_sp_load(&in->addr);
+	/* the address once: tested, then kept (the key, written before it
+	 * by the same write, is there once it is) */
+	if (!sp->r_land && (a = ib_peer_load64(&in->addr))) {
+		sp->r_rkey = (uint32_t)ib_peer_load64(&in->rkey);
+		sp->r_land = a;
 	}
 	if (!ib_sp_unposted(sp))
 		return 0;
@@ -227,7 +225,7 @@ ssize_t ib_sp_get(struct ib_sp_conn *sp, const void *pkt, uint32_t len,
 	if (!sp->land)
 		return 0;	/* broken before it began: get reports it */
 	n = spipe_rx_take(&sp->rx, sp->land, c, room, &ack);
-	if (!n && !spipe_rx_msg_done(&sp->rx) && ib_sp_load(sp->ep.fin)) {
+	if (!n && !spipe_rx_msg_done(&sp->rx) && ib_peer_load64(sp->ep.fin)) {
 		/* the writes before fin have landed: what is not there never
 		 * comes */
 		n = spipe_rx_take(&sp->rx, sp->land, c, room, &ack);
@@ -237,7 +235,7 @@ ssize_t ib_sp_get(struct ib_sp_conn *sp, const void *pkt, uint32_t len,
 	if (n < 0)
 		return ib_sp_fail(sp, -EPROTO, "protocol error: corrupt "
 				  "superpipeline block");
-	if (ack && !*sp->ep.broken && !ib_sp_load(sp->ep.fin)) {
+	if (ack && !*sp->ep.broken && !ib_peer_load64(sp->ep.fin)) {
 		ret = sp->ep.ops->post_ctrl(sp->ep.arg,
 					    offsetof(struct ib_sp_ctrl, ack),
 					    &ack, 1);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ib_peer.h"
 #include "ib_zcopy.h"
 #include "core/log.h"
 
@@ -250,27 +251,40 @@ void ib_zc_completion(struct ib_zc_conn *zcc, const struct ibv_wc *wc)
 		zcc->read_status = wc->status ? (int)wc->status : -1;
 }
 
-static int ib_zc_check(struct ib_zc_conn *zcc, const struct rdmach_rndv_hdr *r,
-		       uint32_t len)
+static int ib_zc_bad(struct ib_zc_conn *zcc, const char *field, uint64_t v)
 {
+	return rdmach_conn_fail(zcc->conn, -EPROTO, "ib: protocol error: "
+				"zero-copy control packet from rank %d: %s "
+				"%" PRIu64, zcc->conn->peer, field, v);
+}
+
+/* Copy the rendezvous at the ring head out of the ring (once per packet)
+ * and check the copy: everything after uses only it. */
+static int ib_zc_rx_snap(struct ib_zc_conn *zcc, const void *pkt,
+			 uint32_t len)
+{
+	const struct rdmach_rndv_hdr *r = &zcc->rx_pkt.h;
 	uint64_t sum = 0;
 	uint32_t i;
 
-	if (len < sizeof(*r) || !r->nsegs || r->nsegs > RDMACH_RNDV_MAX_SEGS ||
+	if (zcc->rx_have)
+		return 0;
+	if (len < sizeof(*r) || len > sizeof(zcc->rx_pkt))
+		return ib_zc_bad(zcc, "length", len);
+	ib_peer_snap(&zcc->rx_pkt, pkt, len);
+	if (!r->nsegs || r->nsegs > RDMACH_RNDV_MAX_SEGS ||
 	    len != rdmach_rndv_size(r->nsegs))
-		goto bad;
+		return ib_zc_bad(zcc, "nsegs", r->nsegs);
 	for (i = 0; i < r->nsegs; i++) {
 		if (!r->seg[i].len || r->seg[i].len > UINT64_MAX - sum)
-			goto bad;
+			return ib_zc_bad(zcc, "segment length", r->seg[i].len);
 		sum += r->seg[i].len;
 	}
-	if (sum != r->total || zcc->rx_off >= sum)
-		goto bad;
+	if (sum != r->total)
+		return ib_zc_bad(zcc, "total", r->total);
+	zcc->rx_off = 0;
+	zcc->rx_have = 1;
 	return 0;
-bad:
-	return rdmach_conn_fail(zcc->conn, -EPROTO, "ib: protocol error: bad "
-				"zero-copy control packet from rank %d (%u "
-				"bytes)", zcc->conn->peer, len);
 }
 
 /* The reads failed or hang: fail the connection (once) and make sure the
@@ -530,22 +544,26 @@ static int ib_zc_bounce_fill(struct ib_zc_conn *zcc,
 	return 0;
 }
 
-int ib_zc_get_stops(const struct ib_zc_conn *zcc, const void *pkt,
-		    uint32_t len, size_t room)
+int ib_zc_get_stops(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
+		    size_t room)
 {
-	return !zcc->rx_off && rdmach_rndv_total(pkt, len) > room;
+	int ret = ib_zc_rx_snap(zcc, pkt, len);
+
+	if (ret)
+		return ret;
+	return !zcc->rx_off && zcc->rx_pkt.h.total > room;
 }
 
 ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
 		  struct rdmach_iovc *c, size_t room, uint64_t *ack)
 {
-	const struct rdmach_rndv_hdr *r = pkt;
+	const struct rdmach_rndv_hdr *r = &zcc->rx_pkt.h;
 	size_t done = 0, want;
 	ssize_t n;
 	int ret;
 
 	*ack = 0;
-	ret = ib_zc_check(zcc, r, len);
+	ret = ib_zc_rx_snap(zcc, pkt, len);
 	if (ret)
 		return ret;
 	want = r->total - zcc->rx_off;
@@ -574,6 +592,7 @@ ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
 	}
 	if (zcc->rx_off == r->total) {
 		zcc->rx_off = 0;
+		zcc->rx_have = 0;
 		zcc->b_len = 0;
 		*ack = r->id;
 	}

@@ -105,6 +105,12 @@ struct ib_zc_tx {
 };
 
 /* Per connection, embedded in the transport's connection. */
+/* A control packet: as built by the sender, as copied by the receiver. */
+struct ib_zc_ctl {
+	struct rdmach_rndv_hdr h;
+	struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
+};
+
 struct ib_zc_conn {
 	struct ib_zc *zc;
 	struct rdmach_conn *conn;
@@ -120,8 +126,12 @@ struct ib_zc_conn {
 	int tx_iovcnt;
 	struct iovec tx_iov[RDMACH_RNDV_MAX_SEGS];
 	struct ib_zc_tx tx[IB_ZC_TX_MAX];
-	/* receiver: progress in the rendezvous at the ring head */
+	/* receiver: progress in the rendezvous at the ring head, and the
+	 * packet itself, copied out of the ring and checked once (rx_have):
+	 * the peer can rewrite it there while we read */
 	uint64_t rx_off;
+	int rx_have;
+	struct ib_zc_ctl rx_pkt;
 	unsigned int reads_out;
 	int read_status;	/* first error completion of a read, or 0 */
 	/* read-ahead for gets smaller than the bounce size: bytes
@@ -129,12 +139,6 @@ struct ib_zc_conn {
 	uint8_t *b_buf;
 	struct ibv_mr *b_mr;
 	uint64_t b_id, b_start, b_len;
-};
-
-/* The control packet as built by the sender. */
-struct ib_zc_ctl {
-	struct rdmach_rndv_hdr h;
-	struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
 };
 
 int ib_zc_open(struct ib_zc **zp, struct ib_dev *dev,
@@ -197,9 +201,10 @@ ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
 		  struct rdmach_iovc *c, size_t room, uint64_t *ack);
 /* Should a get that has delivered something stop at this RNDV packet?
  * Yes when it cannot take the rendezvous whole (room bytes left): the
- * caller's next get, for the rest, reads it in one go. */
-int ib_zc_get_stops(const struct ib_zc_conn *zcc, const void *pkt,
-		    uint32_t len, size_t room);
+ * caller's next get, for the rest, reads it in one go.  1, 0, or a
+ * negative errno for a bad packet (the connection failed). */
+int ib_zc_get_stops(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
+		    size_t room);
 
 /* A completion of a read posted here (wr_id has IB_ZC_WRID). */
 void ib_zc_completion(struct ib_zc_conn *zcc, const struct ibv_wc *wc);

@@ -19,6 +19,7 @@
 #ifdef RDMACH_HAVE_IB
 #include "mem/rcache.h"
 #include "rdma_ib/ib_large.h"
+#include "rdma_ib/ib_zcopy.h"
 
 #define K64 (64u << 10)
 #define LEN (256u << 10)
@@ -351,10 +352,40 @@ static int t_recover(struct tst *t)
 	return 0;
 }
 
+/* A rendezvous packet is read from the ring once: the peer rewriting its
+ * total (and segment) after the receiver met it changes nothing, neither
+ * whether a get stops at it nor what is read (the packet was checked in
+ * the ring, then its fields loaded there again). */
+static int t_zc_rndv_once(struct tst *t)
+{
+	struct ib_zc_conn zcc;
+	struct ib_zc_ctl pkt;
+	uint32_t len = (uint32_t)rdmach_rndv_size(1);
+	int a, b;
+
+	memset(&zcc, 0, sizeof(zcc));
+	memset(&pkt, 0, sizeof(pkt));
+	pkt.h.id = 1;
+	pkt.h.total = 100;
+	pkt.h.nsegs = 1;
+	pkt.s[0].addr = 4096;
+	pkt.s[0].len = 100;
+	a = ib_zc_get_stops(&zcc, &pkt, len, 50);
+	pkt.h.total = pkt.s[0].len = 10;	/* the peer rewrites it */
+	b = ib_zc_get_stops(&zcc, &pkt, len, 50);
+	TST_CHECK(t, a == 1 && b == 1, "a get with room for 50 of 100 "
+		  "bytes: stops %d, then %d after the total became 10", a, b);
+	TST_CHECK(t, zcc.rx_pkt.h.total == 100 && zcc.rx_pkt.s[0].len == 100,
+		  "the copy changed: total %llu",
+		  (unsigned long long)zcc.rx_pkt.h.total);
+	return 0;
+}
+
 static const struct tst_case cases[] = {
 	{ "large_recover_after_no_payoff", 1, t_recover, TST_UNIT, NULL,
 	  { 0 } },
 	{ "large_rules", 1, t_rules, TST_UNIT, NULL, { 0 } },
+	{ "zcopy_rndv_read_once", 1, t_zc_rndv_once, TST_UNIT, NULL, { 0 } },
 	{ "large_header_piece", 1, t_header, TST_UNIT, NULL, { 0 } },
 	{ "large_thresholds_forced", 1, t_thresholds_forced, TST_UNIT, NULL,
 	  { 0 } },

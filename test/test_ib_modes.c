@@ -10,6 +10,10 @@
 #include <string.h>
 
 #include "lib/tst.h"
+#ifdef RDMACH_HAVE_IB
+#include "core/log.h"
+#include "rdma_ib/ib_ep.h"
+#endif
 
 struct ib_case {
 	const char *mode;
@@ -162,6 +166,59 @@ static int ibt_peek(struct tst *t)
 	return 0;
 }
 
+/* Only the ring and the ctrl words are the peer's to write: rank 1 writes
+ * 8 bytes into rank 0's staging mirror with the key of rank 0's ring (the
+ * same buffer), and the adapter must refuse it (a remote access error:
+ * rank 1's connection fails).  While one registration covered ring,
+ * staging and ctrl, the write landed. */
+static int ibt_staging_closed(struct tst *t)
+{
+#ifdef RDMACH_HAVE_IB
+	const struct ib_case *ic = t->c->arg;
+	struct rdmach_conn *c;
+	struct ib_conn *ib;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	uint64_t until;
+	char b[64];
+	struct iovec v = { b, sizeof(b) };
+	int ret = ibt_connect(t, ic);
+
+	if (ret)
+		return ret;
+	if (t->rank == 1) {
+		c = tst_conn(t, 0);
+		ib = c->priv;
+		ib->ctrl->out[0] = 0x5a5a5a5a5a5a5a5aull;
+		sge.addr = (uintptr_t)ib->ctrl->out;
+		sge.length = 8;
+		sge.lkey = ib->mr->lkey;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = (uint64_t)c->peer;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		/* staging: from ring size + a page on, and [ring size,
+		 * 2 x ring size) before; 64 bytes in is staging in both */
+		wr.wr.rdma.remote_addr = ib->r_ring + ib->tx.size + 4096 + 64;
+		wr.wr.rdma.rkey = ib->rkey;
+		TST_CHECK(t, !ibv_post_send(ib->qp, &wr, &bad),
+			  "ibv_post_send failed");
+		until = rdmach_now_ns() + 5000000000ull;
+		while (!c->err && rdmach_now_ns() < until)
+			(void)rdmach_get(c, &v, 1);
+		TST_CHECK(t, c->err, "rank 0's staging took a write with "
+			  "its ring's key");
+		tst_log(t, "%s", rdmach_conn_error(c));
+	}
+	tst_barrier(t);
+	return 0;
+#else
+	return tst_skip(t, "built without verbs");
+#endif
+}
+
 static const struct ib_case c_basic = { "basic", "64K", "16K", 0, 1, 200000 };
 static const struct ib_case c_piggy = { "piggyback", "64K", "16K", 0, 1,
 					200000 };
@@ -186,6 +243,8 @@ static const struct tst_case cases[] = {
 	{ "ib_peek_tiny_ring", 2, ibt_peek, TST_NO_CTX, &c_tiny, { 0 } },
 	{ "ib_credits_delayed", 2, ibt_credits, TST_NO_CTX, &c_cred_d, { 0 } },
 	{ "ib_credits_eager", 2, ibt_credits, TST_NO_CTX, &c_cred_e, { 0 } },
+	{ "ib_staging_closed", 2, ibt_staging_closed, TST_NO_CTX, &c_pipe,
+	  { 0 } },
 };
 
 int main(int argc, char **argv)

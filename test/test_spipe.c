@@ -790,6 +790,33 @@ out:
 
 /* ---- cases: errors ---------------------------------------------------- */
 
+/* A block's length rewritten under what was already read of it, in a
+ * message announced over 4 GiB: -EPROTO (the difference wrapped to about
+ * 4 GiB, under the bytes left, and the reader went on past the block). */
+static int case_block_shrinks(struct tst *t)
+{
+	struct spipe_params p = params(256, 3, 2048, 480, 1.5);
+	struct spipe_chunk ch;
+	struct two w;
+	uint64_t ack, info = 10;
+	int64_t n1 = -1, n2 = -1;
+
+	if (two_init(t, &w, p, 1000))
+		goto out;
+	two_build(&w, 0, 1000, &ch);
+	memcpy(w.land + ch.off, w.stage + ch.off, ch.bytes);
+	w.rx.total = 1ull << 33;	/* as an 8 GiB message's header says */
+	n1 = two_take(&w, 0, 50, &ack);
+	memcpy(w.land + ch.off + 256 - 16, &info, 8);
+	n2 = two_take(&w, 50, 100, &ack);
+out:
+	two_free(&w);
+	TST_CHECK(t, n1 == 50, "first part: %lld", (long long)n1);
+	TST_CHECK(t, n2 == -EPROTO, "length 10 under 50 read: take returned "
+		  "%lld", (long long)n2);
+	return 0;
+}
+
 static int case_errors(struct tst *t)
 {
 	struct spipe_params p = params(256, 3, 2048, 480, 1.5);
@@ -1050,6 +1077,7 @@ static const struct tst_case cases[] = {
 	{ "spipe_folding_gate", 1, case_folding_gate, TST_UNIT, NULL, { 0 } },
 	{ "spipe_schedule", 1, case_schedule, TST_UNIT, NULL, { 0 } },
 	{ "spipe_errors", 1, case_errors, TST_UNIT, NULL, { 0 } },
+	{ "spipe_block_shrinks", 1, case_block_shrinks, TST_UNIT, NULL, { 0 } },
 	{ "tune_derive", 1, case_derive, TST_UNIT, NULL, { 0 } },
 	{ "tune_model", 1, case_model, TST_UNIT, NULL, { 0 } },
 	{ "tune_cache_file", 1, case_cache_file, TST_UNIT, NULL, { 0 } },

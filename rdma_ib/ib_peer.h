@@ -1,0 +1,34 @@
+/*
+ * ib_peer.h - the way rdma_ib loads from memory the peer RDMA-writes
+ * (prefix ib_peer_): the ctrl words and the landing area's address here,
+ * control packets copied out of the ring.  Such memory is input and can
+ * change between two loads, so a word is loaded once per use, into a
+ * local or our own state, checked there and used from there; a
+ * descriptor is copied whole (ib_peer_snap) and checked in the copy.  The
+ * ring's headers and the superpipeline's blocks are read by proto/ring.c
+ * and proto/spipe.c (a layer below, which cannot include this), under the
+ * same rule; README.md, "A peer's memory is input".
+ *
+ * Plain or acquire loads, inline: the data path costs what it did.  At
+ * the bottom of the unit order: it uses no other unit.
+ */
+#ifndef RDMACH_IB_PEER_H
+#define RDMACH_IB_PEER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ACQUIRE: what the peer wrote before this word is visible after it. */
+static inline uint64_t ib_peer_load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+/* A descriptor into private memory, to be checked and used there. */
+static inline void ib_peer_snap(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+
+#endif /* RDMACH_IB_PEER_H */
