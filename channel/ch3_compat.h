@@ -68,6 +68,17 @@ static inline int MPIDI_CH3I_Barrier(MPIR_Comm *comm)
 	return MPIR_Barrier(comm, MPIDI_CH3I_COLL_ARG(a));
 }
 
+/* 5.0: a process's rank in its node communicator through
+ * MPIR_Get_intranode_rank (the table is left out for node-consecutive
+ * layouts); before, intranode_table.  Told by MPIR_COMM_ATTR__HIERARCHY,
+ * a macro of the same revision of mpir_comm.h: the header in use decides,
+ * at compile time. */
+#ifdef MPIR_COMM_ATTR__HIERARCHY
+#define MPIDI_CH3I_Node_rank(comm, r) MPIR_Get_intranode_rank((comm), (r))
+#else
+#define MPIDI_CH3I_Node_rank(comm, r) ((comm)->intranode_table[r])
+#endif
+
 /* 4.2: the window function allocate_shm gained "int must" (1 from
  * MPI_Win_allocate_shared); the channel tells by the window's flavor,
  * which every version has. */

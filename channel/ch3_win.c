@@ -160,7 +160,7 @@ static int win_shared_query(MPIR_Win *win, int rank, MPI_Aint *size, int *disp_u
 			if (win->basic_info_table[rank].size > 0)
 				break;
 	}
-	local = win->comm_ptr->intranode_table[rank];
+	local = MPIDI_CH3I_Node_rank(win->comm_ptr, rank);
 	*size = local >= 0 ? win->basic_info_table[rank].size : 0;
 	*disp_unit = local >= 0 ? win->basic_info_table[rank].disp_unit : 0;
 	*(void **) base_ptr = local >= 0 ? win->shm_base_addrs[local] : NULL;
