@@ -1,7 +1,8 @@
 #!/bin/bash
 # check-mpich.sh - build ch3:rdma from one MPICH release and check it: the
-# MPI programs (test-mpich.sh progs), the CI subset of MPICH's test suite
-# and that release's test/mpi/rma directory, at 4 processes.
+# MPI programs (test-mpich.sh progs) at 4 processes, the CI subset of
+# MPICH's test suite (its own counts, up to 8) and that release's
+# test/mpi/rma directory at 4.
 #
 #   channel/check-mpich.sh VERSION     4.0.2: Debian's source package
 #                                      (apt-get source mpich); others:
@@ -69,7 +70,9 @@ fail=0
 for c in ${CHECKS:-progs ci rma}; do
 	case $c in
 	progs) timed progs env NP_LIST="$np" "$here/test-mpich.sh" progs || fail=1 ;;
-	ci) timed ci env SUITE_NP="$np" "$here/test-mpich.sh" ci || fail=1; keep ci ;;
+	# the subset with its own process counts, as make check runs it
+	# (coll2 and grouptest fail capped at 4: they need 5 and 8)
+	ci) timed ci env SUITE_NP=8 "$here/test-mpich.sh" ci || fail=1; keep ci ;;
 	rma) timed rma env SUITE_NP="$np" "$here/test-mpich.sh" suite rma || fail=1; keep rma ;;
 	*) die "unknown check '$c'" ;;
 	esac

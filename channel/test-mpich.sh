@@ -34,6 +34,10 @@ prefix=${PREFIX:-$repo/build/mpich-install}
 out=$work/results-$name
 mkdir -p "$out"
 export MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-60}
+# one mpiexec per test, as before MPICH 5.0 (whose runtests otherwise runs
+# batches through a run_mpitests program of the build tree it looks for
+# beside runtests, in the source tree)
+export MPITEST_RUN_INDIVIDUAL=1
 
 [ -x "$prefix/bin/mpiexec" ] || { echo "test-mpich: no $prefix/bin/mpiexec (run make mpich)" >&2; exit 2; }
 # this MPICH's commands by their path: another MPI's (Open MPI's mpicc,
