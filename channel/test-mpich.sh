@@ -189,6 +189,19 @@ summarize() {
 	python3 "$here/test/suite_summary.py" "$out/summary.junit.xml"
 }
 
+# channel/test/ci/DIR.list less the programs DIR of this source lacks
+# (those its Makefile.am does not name)
+ci_list() {
+	local d=$1 p rest
+	while read -r p rest; do
+		if [[ $p == \#* || -z $p ]] || grep -qw -- "$p" "$work/src/test/mpi/$d/Makefile.am"; then
+			echo "$p${rest:+ $rest}"
+		else
+			echo "  (CI subset: $d/$p is not in this MPICH's test suite: left out)" >&2
+		fi
+	done <"$here/test/ci/$d.list"
+}
+
 suite() {
 	local dirs=("$@") tb=$work/test-$name t0 t1 summary
 	[ ${#dirs[@]} -gt 0 ] || dirs=(pt2pt coll datatype comm group init errhan attr)
@@ -202,10 +215,11 @@ suite() {
 	fi
 	local sel
 	if [ "${SUITE_CI:-0}" = 1 ]; then
-		# the fixed CI subset: channel/test/ci/<dir>.list as <dir>/testlist.ci
+		# the fixed CI subset: channel/test/ci/<dir>.list as
+		# <dir>/testlist.ci, without the tests this release no longer has
 		for d in "${dirs[@]}"; do
-			cp "$here/test/ci/$d.list" "$tb/$d/testlist.ci" 2>/dev/null ||
-				{ mkdir -p "$tb/$d" && cp "$here/test/ci/$d.list" "$tb/$d/testlist.ci"; }
+			mkdir -p "$tb/$d"
+			ci_list "$d" >"$tb/$d/testlist.ci"
 		done
 		sel=(-tests=testlist.ci -testdirs="$(IFS=,; echo "${dirs[*]}")")
 	elif [ -n "${SUITE_LIST:-}" ]; then
