@@ -83,6 +83,16 @@ run_fails() {
 	fail=1
 }
 
+# A program built with Debian's MPICH (libmpich.so.12) runs on this one
+# through the ABI name build-mpich.sh installs (LD_LIBRARY_PATH only).
+drop_in() {
+	local deb=/usr/bin/mpicc.mpich
+	[ -x "$deb" ] && [ -e "$prefix/lib/libmpich.so.12" ] || return 0
+	"$deb" -O2 -o "$out/bin/mpi_libversion-debian" "$here/test/mpi_libversion.c" || return 0
+	run drop-in-debian-binary-np2 60 env LD_LIBRARY_PATH="$prefix/lib" \
+		"$mpiexec" -n 2 "$out/bin/mpi_libversion-debian" ch3:rdma
+}
+
 progs() {
 	local bin=$out/bin src=$work/src np
 	mkdir -p "$bin"
@@ -127,6 +137,7 @@ progs() {
 			RDMACH_SHM_BULK_RING=8192 RDMACH_SHM_BULK_MIN=512 \
 			"$mpiexec" -n 2 "$bin/mpi_bw" -m 1:8K -w 64 -v -I 3 -X 1 $dir
 	done
+	drop_in
 	[ -x "$bin/mpi_latency" ] && run mpi_latency-np2 300 "$mpiexec" -n 2 "$bin/mpi_latency"
 	[ -x "$bin/mpi_bw" ] && run mpi_bw-np2 300 "$mpiexec" -n 2 "$bin/mpi_bw"
 	return 0
