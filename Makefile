@@ -132,6 +132,18 @@ mpich: $(LIB)
 		MPICH_SRC='$(or $(MPICH_ENV_SRC),$(MPICH_SRC))' \
 		RDMACH_BUILD=$(abspath $(O)) channel/build-mpich.sh $(MPICH_STEPS)
 
+# One MPICH release with ch3:rdma, built into build/mpich-VERSION-install,
+# and its checks (MPI programs, CI subset, the rma directory at 4
+# processes): `make check-mpich VERSION=4.3.2` (VERSION 4.0.2 is Debian's
+# source package; others $(MPICH_TARBALLS)/mpich-VERSION.tar.gz) or
+# MPICH_SRC=tarball-or-tree.  VERSION only from the command line, where it
+# names MPICH's version (rdmach's own stays for everything else built).
+MPICH_CHECK_SRC := $(if $(filter command environment%,$(firstword $(origin MPICH_SRC))),$(MPICH_SRC))
+check-mpich: $(LIB)
+	MPICH_SRC='$(MPICH_CHECK_SRC)' RDMACH_BUILD=$(abspath $(O)) \
+		$(if $(MPICH_TARBALLS),MPICH_TARBALLS='$(MPICH_TARBALLS)') \
+		channel/check-mpich.sh $(if $(filter command,$(firstword $(origin VERSION))),$(VERSION))
+
 # ./configure --prefix=DIR && make && make install: the library
 # (librdmach.a; librdmach.so.$(VERSION) with the soname and dev symlinks),
 # the public headers, lib/pkgconfig/rdmach.pc, and the programs rdmach_run,
@@ -259,8 +271,8 @@ clean:
 distclean: clean
 	rm -f config.mk
 
-.PHONY: all check check-cluster bench knobs-doc clean distclean mpi-bench mpich nas install uninstall \
-	fuzz fuzz-build
+.PHONY: all check check-mpich check-cluster bench knobs-doc clean distclean mpi-bench mpich nas \
+	install uninstall fuzz fuzz-build
 .SECONDARY:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

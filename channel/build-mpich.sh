@@ -157,10 +157,29 @@ step_build() {
 		{ grep -n -B2 -A8 'error' "$objdir/make.out" | tail -40; die "make failed (log: $objdir/make.out)"; }
 }
 
+# MPICH's ABI (libmpi.so.12 from 3.1 to 5.0): a program built with
+# Debian's MPICH links libmpich.so.12, the same library under another
+# name, so that name makes this install its drop-in
+# (LD_LIBRARY_PATH=$prefix/lib).  Another soname (a git tree's
+# libmpi_so_version 0:0:0 gives libmpi.so.0) loads for neither: said so.
+abi_names() {
+	local lib=$prefix/lib so
+	so=$(objdump -p "$lib/libmpi.so" 2>/dev/null | sed -n 's/^ *SONAME *//p')
+	if [ "$so" != libmpi.so.12 ]; then
+		echo "build-mpich: warning: $lib/libmpi.so is ${so:-without a soname}, not" \
+			"libmpi.so.12 (the MPICH ABI): programs built with another MPICH" \
+			"(Debian's libmpich.so.12) cannot use it; a release tarball's" \
+			"maint/version.m4 sets the ABI version" >&2
+		return 0
+	fi
+	ln -sf libmpi.so.12 "$lib/libmpich.so.12"
+}
+
 step_install() {
 	cd "$objdir"
 	make install >"$objdir/install.out" 2>&1 ||
 		{ tail -30 "$objdir/install.out"; die "make install failed"; }
+	abi_names
 	log "installed into $prefix ($prefix/bin/mpicc, mpif90, mpiexec)"
 }
 

@@ -69,6 +69,9 @@ int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t *pg, int pg_rank)
 	if (rc < 0)
 		return rdma_fail("rdmach_connect", rc);
 
+	mpi_errno = MPIDI_CH3I_Node_init(pg, pg_rank);
+	if (mpi_errno)
+		return mpi_errno;
 	for (int i = 0; i < pg->size; i++) {
 		mpi_errno = vc_attach(&pg->vct[i], i);
 		if (mpi_errno)
@@ -173,23 +176,4 @@ int MPIDI_CH3_PortFnsInit(MPIDI_PortFns *fns)
 int MPIDI_CH3_Get_business_card(int rank, char *value, int length)
 {
 	return no_dynamic("MPI_Open_port");
-}
-
-/* ---- RMA: CH3's default window functions ---- */
-
-int MPIDI_CH3_Win_fns_init(MPIDI_CH3U_Win_fns_t *win_fns)
-{
-	return MPI_SUCCESS;
-}
-
-int MPIDI_CH3_Win_hooks_init(MPIDI_CH3U_Win_hooks_t *win_hooks)
-{
-	return MPI_SUCCESS;
-}
-
-int MPIDI_CH3_Win_pkt_orderings_init(MPIDI_CH3U_Win_pkt_ordering_t *win_pkt_orderings)
-{
-	/* one FIFO pipe per pair: flushes are ordered after the operations */
-	win_pkt_orderings->am_flush_ordered = 1;
-	return MPI_SUCCESS;
 }

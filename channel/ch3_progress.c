@@ -732,7 +732,7 @@ static int progress_test(void)
 {
 	int made_progress = 0, progressed = 0, mpi_errno;
 
-	mpi_errno = MPIR_Progress_hook_exec_all(&made_progress);
+	mpi_errno = MPIDI_CH3I_Progress_hooks(&made_progress);
 	if (mpi_errno)
 		return mpi_errno;
 	return progress_pass(&progressed);
@@ -771,7 +771,7 @@ static int progress_wait(MPID_Progress_state *state)
 		/* CH3's hooks (collective schedules...) every few passes: a
 		 * message arriving meanwhile is seen sooner */
 		if (hook_pass++ % MPIDI_CH3I_HOOK_PASSES == 0) {
-			mpi_errno = MPIR_Progress_hook_exec_all(&made_progress);
+			mpi_errno = MPIDI_CH3I_Progress_hooks(&made_progress);
 			if (mpi_errno)
 				break;
 			if (made_progress) {

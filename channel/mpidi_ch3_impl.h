@@ -22,6 +22,7 @@
 
 #include "mpidimpl.h"
 #include "rdmach.h"
+#include "ch3_compat.h"
 
 _Static_assert(sizeof(MPIDI_CH3_Pkt_type_t) == 4 && MPIDI_CH3_PKT_END_ALL < 0x10000 &&
 	       sizeof(MPIDI_CH3_Pkt_t) < 0x10000, "ch3:rdma wire framing");
@@ -190,12 +191,34 @@ int MPIDI_CH3I_Rdma_error(MPIDI_VC_t *vc, const char *what, ssize_t err);
 /* Put every queued byte (used at finalize). */
 int MPIDI_CH3I_Rdma_flush(void);
 
+/* ch3_node.c: check CH3's node ids against rdmach's host ids and install
+ * the node-aware MPI_Comm_split_type. */
+int MPIDI_CH3I_Node_init(MPIDI_PG_t *pg, int pg_rank);
+
 /* ch3_oob.c: an rdmach_oob_t over MPICH's PMI key-value space. */
 void MPIDI_CH3I_Rdma_oob(rdmach_oob_t *oob, int rank, int size);
 
-/* RMA through the window defaults (no shared-memory windows). */
-#define MPIDI_CH3I_SHM_MUTEX_LOCK(win_ptr)
-#define MPIDI_CH3I_SHM_MUTEX_UNLOCK(win_ptr)
+/* The mutex of a shared-memory window (ch3_win.c), which CH3 takes
+ * around accumulates applied straight to a node peer's memory. */
+static inline void MPIDI_CH3I_Shm_mutex_lock(pthread_mutex_t *m)
+{
+	int err = pthread_mutex_lock(m);
+
+	MPIR_Assert(err == 0);
+	(void) err;
+}
+
+static inline void MPIDI_CH3I_Shm_mutex_unlock(pthread_mutex_t *m)
+{
+	int err = pthread_mutex_unlock(m);
+
+	MPIR_Assert(err == 0);
+	(void) err;
+}
+
+#define MPIDI_CH3I_SHM_MUTEX_LOCK(win_ptr) MPIDI_CH3I_Shm_mutex_lock((win_ptr)->shm_mutex)
+#define MPIDI_CH3I_SHM_MUTEX_UNLOCK(win_ptr) MPIDI_CH3I_Shm_mutex_unlock((win_ptr)->shm_mutex)
+/* created with the window's segment, gone with it (ch3_win.c) */
 #define MPIDI_CH3I_SHM_MUTEX_INIT(win_ptr)
 #define MPIDI_CH3I_SHM_MUTEX_DESTROY(win_ptr)
 

@@ -6,6 +6,8 @@
 #ifndef MPIDI_CH3_PRE_H_INCLUDED
 #define MPIDI_CH3_PRE_H_INCLUDED
 
+#include <pthread.h>
+
 /* Every connection is set up by rdmach_connect() at MPI_Init; there is no
  * way to add processes later, so CH3's dynamic-process code is compiled out
  * (MPI_Comm_spawn, MPI_Comm_connect/accept fail with a clear error). */
@@ -63,6 +65,15 @@ typedef struct MPIDI_CH3I_VC {
 		uint64_t put_ticket;				\
 		struct MPIR_Request *zc_next;			\
 	} ch;
+
+/* A shared-memory window (ch3_win.c): one segment for the node's
+ * processes, their memory back to back, then the process-shared mutex
+ * that CH3's accumulates on it take (MPIDI_CH3I_SHM_MUTEX_*). */
+#define MPIDI_CH3_WIN_DECL						\
+	void *shm_seg;			/* NULL: not a shm window */	\
+	MPI_Aint shm_seg_len;						\
+	MPL_shm_hnd_t shm_seg_hnd;					\
+	pthread_mutex_t *shm_mutex;
 
 typedef struct MPIDI_CH3I_Progress_state {
 	int completion_count;

@@ -42,6 +42,45 @@ fi
 RDMACH_CPPFLAGS="-I$with_rdmach/include"
 AC_SUBST([RDMACH_CPPFLAGS])
 
+dnl What differs between MPICH releases (channel/ch3_compat.h): feature
+dnl tests, not version numbers.  A header that stands alone is compiled
+dnl against; CH3's own headers need this configure's output, so for them
+dnl the declaration is looked for.
+AC_MSG_CHECKING([whether MPIR_Progress_hook_exec_all takes a VCI])
+AC_COMPILE_IFELSE([AC_LANG_PROGRAM(
+    [#include "$main_top_srcdir/src/include/mpir_progress_hook.h"],
+    [int made = 0; return MPIR_Progress_hook_exec_all(-1, &made);])],
+    [AC_MSG_RESULT([yes])
+     AC_DEFINE([RDMACH_CH3_HOOK_VCI], [1],
+        [Define if MPIR_Progress_hook_exec_all takes a VCI (MPICH 4.3)])],
+    [AC_MSG_RESULT([no])])
+
+rdmach_impl_h="$main_top_srcdir/src/include/mpir_impl.h"
+rdmach_ch3_h="$main_top_srcdir/src/mpid/ch3/include/mpidimpl.h"
+dnl The last argument of internal collectives: MPIR_Errflag_t * (4.0, 4.1),
+dnl MPIR_Errflag_t (4.2, 4.3), int coll_attr (5.0).
+AC_MSG_CHECKING([the last argument of internal collectives])
+if grep -Eq 'int MPIR_Barrier\(MPIR_Comm \*comm_ptr, int coll_attr\)' "$rdmach_impl_h" ; then
+    AC_MSG_RESULT([int coll_attr])
+    AC_DEFINE([RDMACH_CH3_COLL_ATTR], [1],
+        [Define if internal collectives end with int coll_attr (MPICH 5.0)])
+elif grep -Eq 'int MPIR_Barrier\(MPIR_Comm \*comm_ptr, MPIR_Errflag_t \*errflag\)' "$rdmach_impl_h" ; then
+    AC_MSG_RESULT([MPIR_Errflag_t *])
+    AC_DEFINE([RDMACH_CH3_ERRFLAG_PTR], [1],
+        [Define if internal collectives end with MPIR_Errflag_t * (MPICH 4.0, 4.1)])
+else
+    AC_MSG_RESULT([MPIR_Errflag_t])
+fi
+dnl The window function allocate_shm gained "int must" (4.2).
+AC_MSG_CHECKING([whether allocate_shm takes must])
+if grep -Eq 'allocate_shm\)\(.*int must\)' "$rdmach_ch3_h" ; then
+    AC_MSG_RESULT([yes])
+    AC_DEFINE([RDMACH_CH3_SHM_MUST], [1],
+        [Define if CH3's allocate_shm window function takes int must (MPICH 4.2)])
+else
+    AC_MSG_RESULT([no])
+fi
+
 dnl rdmach built with verbs support references libibverbs.
 rdmach_extra_libs=""
 if nm "$with_rdmach_lib" 2>/dev/null | grep -q " U ibv_" ; then

@@ -92,6 +92,7 @@ struct core_ctx_extra {
 	uint64_t stall_warn_ns;
 	int print_stats;
 	int tl_peers[RDMACH_TL_MAX];	/* peers each transport reaches */
+	unsigned char *same_host;	/* [size], after connect: host ids equal */
 };
 
 struct core_ctx {
@@ -726,6 +727,22 @@ static int core_run_phase(struct rdmach_ctx *ctx, const int *choice,
 	return 0;
 }
 
+/* Which peers share this host, for rdmach_peer_local. */
+static int core_keep_locality(struct rdmach_ctx *ctx,
+			      const struct core_peer_info *info)
+{
+	unsigned char *same = calloc((unsigned)ctx->size, 1);
+	int i;
+
+	if (!same)
+		return -ENOMEM;
+	for (i = 0; i < ctx->size; i++)
+		same[i] = !strcmp(info[i].hostid, info[ctx->rank].hostid);
+	free(core_of(ctx)->x.same_host);
+	core_of(ctx)->x.same_host = same;
+	return 0;
+}
+
 int rdmach_connect(rdmach_ctx_t *ctx)
 {
 	struct core_peer_info *info;
@@ -747,6 +764,8 @@ int rdmach_connect(rdmach_ctx_t *ctx)
 	if (ret)
 		goto out;
 	ret = core_plan(ctx, info, choice);
+	if (!ret)
+		ret = core_keep_locality(ctx, info);
 	if (ret)
 		goto out;
 	ret = core_run_phase(ctx, choice, peers, 0);
@@ -1157,6 +1176,7 @@ int rdmach_finalize(rdmach_ctx_t **ctxp)
 	core_unregister(ctx);
 	core_close_transports(ctx, rdmach_now_ns() + ctx->finalize_timeout_ns);
 	free(ctx->conns);
+	free(c->x.same_host);
 	free(c);
 	*ctxp = NULL;
 	return 0;
@@ -1198,6 +1218,17 @@ const char *rdmach_conn_transport(const rdmach_conn_t *conn)
 	if (!conn || !core_conn_live(conn) || !conn->tl)
 		return "none";
 	return conn->tl->ops->name;
+}
+
+int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer)
+{
+	if (!ctx || !core_ctx_live(ctx))
+		return -EBADF;
+	if (peer < 0 || peer >= ctx->size)
+		return -EINVAL;
+	if (!core_of(ctx)->x.same_host)
+		return -ENOTCONN;
+	return core_of(ctx)->x.same_host[peer];
 }
 
 int rdmach_rank(const rdmach_ctx_t *ctx)

@@ -224,6 +224,11 @@ RDMACH_API int rdmach_finalize(rdmach_ctx_t **ctxp);
 RDMACH_API const char *rdmach_strerror(int err);
 RDMACH_API const char *rdmach_conn_error(const rdmach_conn_t *conn); /* "" if healthy */
 RDMACH_API const char *rdmach_conn_transport(const rdmach_conn_t *conn); /* "shm", "ib" */
+/* 1 if rank peer runs on this process's host (equal host ids: hostname
+ * and boot id, whichever transport connects the pair), 0 if not; -ENOTCONN
+ * before rdmach_connect, -EINVAL for a bad rank.  An MPI library checks
+ * its own idea of nodes against it. */
+RDMACH_API int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer);
 RDMACH_API int rdmach_rank(const rdmach_ctx_t *ctx);
 RDMACH_API int rdmach_size(const rdmach_ctx_t *ctx);
 RDMACH_API int rdmach_conn_stats(const rdmach_conn_t *conn, rdmach_stats_t *st);

@@ -39,6 +39,7 @@ set -o pipefail
 
 here=$(cd "$(dirname "$0")" && pwd -P)
 repo=$(cd "$here/.." && pwd -P)
+. "$repo/bench/lib/mpicmd.sh"	# mpi_cmd: Debian's MPICH by its .mpich names
 prog=run-nas
 
 usage() { sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//p}' "$0"; exit "${1:-2}"; }
@@ -127,7 +128,7 @@ canon_name() {
 	case $1 in rdma) echo ch3:rdma ;; nemesis) echo ch3:nemesis ;;
 	sock) echo ch3:sock ;; ucx) echo ch4:ucx ;; *) echo "$1" ;; esac
 }
-usable() { [ -x "$1/bin/mpicc" ] && [ -x "$1/bin/mpiexec" ]; }
+usable() { [ -x "$(mpi_cmd "$1" mpicc)" ] && [ -x "$(mpi_cmd "$1" mpiexec)" ]; }
 
 mpi_names=()
 declare -A mpi_prefix=() mpi_env=()
@@ -141,7 +142,7 @@ add_mpi() {	# item
 		name=$(canon_name "$item"); p=$(known_prefix "$item")
 	else
 		p=$item
-		name=$("$p/bin/mpichversion" 2>/dev/null | sed -n 's/^MPICH Device:[[:space:]]*//p')
+		name=$("$(mpi_cmd "$p" mpichversion)" 2>/dev/null | sed -n 's/^MPICH Device:[[:space:]]*//p')
 		[ -n "$name" ] || name=$(basename "$p")
 	fi
 	[ -n "$name" ] || die "MPI '$item': empty name"
@@ -215,19 +216,19 @@ src_id() {	# identity of the source: changes when it does
 }
 make_def() {	# prefix -> config/make.def
 	local p=$1 ff=${NAS_FFLAGS:--O3} v
-	v=$("$p/bin/mpif90" -dumpversion 2>/dev/null | cut -d. -f1)
+	v=$("$(mpi_cmd "$p" mpif90)" -dumpversion 2>/dev/null | cut -d. -f1)
 	# gfortran >= 10 rejects NPB's calls that pass differing types to MPI,
 	# and randi8.f's X'...' constants
 	[[ ${v:-0} =~ ^[0-9]+$ ]] && [ "${v:-0}" -ge 10 ] && ff="$ff -fallow-argument-mismatch -fallow-invalid-boz"
 	cat <<EOF
 # written by rdmach nas/run-nas.sh for $p
-MPIFC = $p/bin/mpif90
+MPIFC = $(mpi_cmd "$p" mpif90)
 FLINK = \$(MPIFC)
 FMPI_LIB =
 FMPI_INC =
 FFLAGS = $ff
 FLINKFLAGS = \$(FFLAGS)
-MPICC = $p/bin/mpicc
+MPICC = $(mpi_cmd "$p" mpicc)
 CLINK = \$(MPICC)
 CMPI_LIB =
 CMPI_INC =
@@ -417,13 +418,13 @@ run_one() {	# round bench class np mpi
 		return
 	fi
 	{
-		echo "# run-nas: $what: $p/bin/mpiexec ${hostargs[*]:+${hostargs[*]} }-n $n ${wrap:+$wrap }$bin $(run_args "$b")"
+		echo "# run-nas: $what: $(mpi_cmd "$p" mpiexec) ${hostargs[*]:+${hostargs[*]} }-n $n ${wrap:+$wrap }$bin $(run_args "$b")"
 		echo "# env: ${mpi_env[$m]:-(none)}${RDMACH_TRANSPORT:+ RDMACH_TRANSPORT=$RDMACH_TRANSPORT} RDMACH_STATS=$stats; time limit $lim s"
 	} >"$log"
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
 	timeout -k 5 "$lim" env NAS_RUN_TAG="$tag" RDMACH_STATS="$stats" ${mpi_env[$m]} \
-		"$p/bin/mpiexec" "${hostargs[@]}" -n "$n" $wrap "$bin" $(run_args "$b") >>"$log" 2>&1 </dev/null &
+		"$(mpi_cmd "$p" mpiexec)" "${hostargs[@]}" -n "$n" $wrap "$bin" $(run_args "$b") >>"$log" 2>&1 </dev/null &
 	cur_pid=$! cur_tag=$tag
 	wait "$cur_pid"; rc=$?
 	cur_pid=

@@ -54,6 +54,9 @@ if [ "${1:-}" = --inner ]; then
 	cd "$ROOT" || exit 2
 	export RDMACH_TEST_SCALE=${RDMACH_TEST_SCALE:-0.1}
 	export HYDRA_LAUNCHER_EXEC=$ROOT/test/vm/hydra-ssh
+	# Debian's Hydra by name (Open MPI's may own `mpiexec`); MPICH's own
+	# under mpich_path
+	MPIEXEC=$(command -v mpiexec.hydra || command -v mpiexec.mpich || echo mpiexec.hydra)
 	# rxe acks from the peer's (emulated, shared) CPU: at the default
 	# 67 ms ack timeout a busy host retransmits spuriously, and rxe's
 	# retransmission has bugs of its own (test/vm/README.md); 1.07 s
@@ -84,7 +87,7 @@ if [ "${1:-}" = --inner ]; then
 	mpx() {
 		local t=$1 log=$2 t0 rc; shift 2
 		t0=$(date +%s.%N)
-		timeout -k 5 "$t" mpiexec "$@" >"$log" 2>&1 </dev/null
+		timeout -k 5 "$t" "$MPIEXEC" "$@" >"$log" 2>&1 </dev/null
 		rc=$?
 		SECS=$(echo "$(date +%s.%N) - $t0" | bc)
 		return $rc
@@ -175,7 +178,7 @@ if [ "${1:-}" = --inner ]; then
 	}
 	have_mpich() { [ -x "$MPIBIN/cpi" ] && [ -x "$PREFIX/bin/mpiexec" ]; }
 	mpich_path() {
-		export PATH=$PREFIX/bin:$PATH
+		export PATH=$PREFIX/bin:$PATH MPIEXEC=$PREFIX/bin/mpiexec
 		# an MPICH whose ch3:rdma was linked with another rdmach: its
 		# calls of the API go through the PLT, so this tree's library
 		# can stand in for it

@@ -111,6 +111,11 @@ static int api_conn_rank(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_conn(t->ctx, 0, NULL), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_rank(t->ctx), t->rank);
 	TST_CHECK_EQ(t, rdmach_size(t->ctx), t->size);
+	/* itself on its own host; peers' locality depends on the launch */
+	TST_CHECK_EQ(t, rdmach_peer_local(t->ctx, t->rank), 1);
+	TST_CHECK_EQ(t, rdmach_peer_local(t->ctx, t->size), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_peer_local(t->ctx, -1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_peer_local(NULL, 0), -EBADF);
 	TST_CHECK_EQ(t, rdmach_conn(t->ctx, t->size - 1, &c), 0);
 	TST_CHECK(t, c && c != API_SENTINEL, "rdmach_conn gave %p", (void *)c);
 	tl = rdmach_conn_transport(c);

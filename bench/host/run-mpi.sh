@@ -58,7 +58,7 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 run() {	# name prog args... -> stdout OSU table
 	local n=$1 b=$2; shift 2
-	timeout 900 "${pin[@]}" "${prefix[$n]}/bin/mpiexec" -n 2 "$out/$n/$b" "$@"
+	timeout 900 "${pin[@]}" "$(mpi_cmd "${prefix[$n]}" mpiexec)" -n 2 "$out/$n/$b" "$@"
 }
 
 series_args() { # series -> program and its arguments

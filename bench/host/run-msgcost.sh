@@ -44,7 +44,7 @@ for c in "${calls[@]}"; do
 		for s in "${sizes[@]}"; do
 			f="$out/$n/cg-$c-$s"
 			rm -f "$f".*
-			if ! timeout 600 "${prefix[$n]}/bin/mpiexec" -n 2 \
+			if ! timeout 600 "$(mpi_cmd "${prefix[$n]}" mpiexec)" -n 2 \
 				valgrind -q --tool=callgrind --collect-atstart=no \
 				--toggle-collect='measured_*' \
 				--callgrind-out-file="$f.%q{PMI_RANK}" \

@@ -18,7 +18,8 @@
 #   BENCH_BATCHES=16   each run reports its median batch (-b; 1 = plain mean)
 #   BENCH_RESULTS=DIR  where to write (default results/shm-YYYYmmdd-HHMMSS)
 #   BENCH_STRICT=1     exit 3 when a target is missed
-#   MPIEXEC=mpiexec    the launcher for the MPI benchmarks
+#   MPIEXEC=path       the launcher for the MPI benchmarks (Debian's MPICH:
+#                      mpiexec.mpich, not whichever MPI owns `mpiexec`)
 # Exit status: 0, 1 if a benchmark failed, 3 on a missed target (strict).
 set -uo pipefail
 
@@ -32,7 +33,7 @@ cd "$top"
 if [ "${BUILD:-}" = asan ]; then O=${O:-build-asan}; else O=${O:-build}; fi
 reps=${BENCH_REPS:-3}
 hl_reps=${BENCH_HEADLINE_REPS:-11}
-mpiexec=${MPIEXEC:-mpiexec}
+mpiexec=${MPIEXEC:-$(command -v mpiexec.mpich || command -v mpiexec.hydra || echo mpiexec.mpich)}
 out=${BENCH_RESULTS:-results/shm-$(date +%Y%m%d-%H%M%S)}
 bin=$O/bin
 

@@ -8,6 +8,7 @@
 #                 for each MPI of NAMES with an mpicc and an mpiexec, build
 #                 bench/PROG.c into OUT/NAME/PROG; names=( those built );
 #                 exits when a program does not build or no MPI is there
+. bench/lib/mpicmd.sh
 declare -A prefix=([rdma]=${PREFIX_RDMA:-$(pwd -P)/build/mpich-install}
 		   [nemesis]=${PREFIX_NEMESIS:-$(pwd -P)/build/mpich-nemesis-install}
 		   [sock]=${PREFIX_SOCK:-$(pwd -P)/build/mpich-sock-install}
@@ -21,10 +22,10 @@ mpis_build() {
 	names=()
 	for n in $want; do
 		p=${prefix[$n]:-}
-		if [ -n "$p" ] && [ -x "$p/bin/mpicc" ] && [ -x "$p/bin/mpiexec" ]; then
+		if [ -n "$p" ] && [ -x "$(mpi_cmd "$p" mpicc)" ] && [ -x "$(mpi_cmd "$p" mpiexec)" ]; then
 			mkdir -p "$dir/$n"
 			for b in "$@"; do
-				"$p/bin/mpicc" -O2 -Ibench/src -o "$dir/$n/$b" "bench/src/$b.c" -lm ||
+				"$(mpi_cmd "$p" mpicc)" -O2 -Ibench/src -o "$dir/$n/$b" "bench/src/$b.c" -lm ||
 					{ echo "$tag: $n: $b does not build" >&2; exit 1; }
 			done
 			names+=("$n")

@@ -5,7 +5,8 @@ import re, sys, collections
 text = open(sys.argv[1]).read()
 tot = collections.Counter(); ok = collections.Counter(); bad = []
 # runtests writes <testcase name=" - ./dir/prog np args" ...> ... </testcase>
-for m in re.finditer(r'<testcase name="([^"]*)"[^>]*?(/>|>(.*?)</testcase>)', text, re.S):
+# (from MPICH 4.3 with a classname="dir" before the name)
+for m in re.finditer(r'<testcase\b[^>]*?\bname="([^"]*)"[^>]*?(/>|>(.*?)</testcase>)', text, re.S):
     name, body = m.group(1), m.group(3) or ''
     d = re.search(r'\./([^/ ]+)/', name)
     d = d.group(1) if d else '?'
