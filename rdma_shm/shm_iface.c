@@ -11,6 +11,7 @@
  * call on the put/get fast path.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -430,22 +431,41 @@ static int shm_cma_probe(pid_t pid, uint64_t addr, uint64_t magic)
 	return got == magic ? 0 : -EIO;
 }
 
+/* A hexadecimal field of 1 to 16 digits, ended by ':' or the string's end. */
+static const char *shm_parse_hex(const char *p, uint64_t *v)
+{
+	uint64_t n = 0;
+	int digits = 0;
+
+	for (; isxdigit((unsigned char)*p) && digits < 17; p++, digits++)
+		n = n << 4 | (uint64_t)(*p <= '9' ? *p - '0' :
+					(*p | 0x20) - 'a' + 10);
+	if (!digits || digits > 16 || (*p != ':' && *p != '\0'))
+		return NULL;
+	*v = n;
+	return p;
+}
+
+/* pid:fd:size:name:magic_addr:magic (shm_publish) */
 static int shm_parse_peer(const char *val, int peer, pid_t *pid,
 			  uint64_t *maddr, uint64_t *magic)
 {
-	const char *p = val;
-	int i, ipid;
+	struct shm_seg_desc d;
+	uint64_t a, m;
+	const char *p;
+	char esc[256];
 
-	/* pid:fd:size:name:magic_addr:magic */
-	for (i = 0; i < 4 && p; i++)
-		p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL;
-	if (!p || sscanf(val, "%d:", &ipid) != 1 ||
-	    sscanf(p, "%" SCNx64 ":%" SCNx64, maddr, magic) != 2) {
-		rdmach_err("shm: rank %d published a malformed address '%s'",
-			   peer, val);
+	if (shm_seg_parse_desc(val, peer, &d, &p))
+		return -EPROTO;
+	if (*p++ != ':' || !(p = shm_parse_hex(p, &a)) || *p++ != ':' ||
+	    !(p = shm_parse_hex(p, &m)) || *p) {
+		rdmach_err("shm: rank %d published a malformed address \"%s\"",
+			   peer, rdmach_log_esc(val, esc, sizeof(esc)));
 		return -EPROTO;
 	}
-	*pid = ipid;
+	*pid = d.pid;
+	*maddr = a;
+	*magic = m;
 	return 0;
 }
 

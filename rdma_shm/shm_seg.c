@@ -235,39 +235,94 @@ int shm_seg_describe(const struct shm_seg *seg, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : 0;
 }
 
+/* A decimal field of at most max, ended by ':' or the end of the string. */
+static const char *shm_seg_dec(const char *p, uint64_t max, uint64_t *v)
+{
+	uint64_t n = 0;
+	const char *start = p;
+
+	for (; *p >= '0' && *p <= '9'; p++) {
+		n = n * 10 + (uint64_t)(*p - '0');
+		if (n > max)
+			return NULL;
+	}
+	if (p == start || (*p != ':' && *p != '\0'))
+		return NULL;
+	*v = n;
+	return p;
+}
+
+/* "-", or a name as shm_named_create makes them: '/' then [A-Za-z0-9-]. */
+static const char *shm_seg_name(const char *p, char *name, size_t len)
+{
+	size_t n = strcspn(p, ":");
+
+	if (!n || n >= len)
+		return NULL;
+	if (!(n == 1 && p[0] == '-') &&
+	    (p[0] != '/' || n < 2 ||
+	     strspn(p + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		    "0123456789-") != n - 1))
+		return NULL;
+	memcpy(name, p, n);
+	name[n] = '\0';
+	return p + n;
+}
+
+int shm_seg_parse_desc(const char *desc, int peer_rank, struct shm_seg_desc *d,
+		       const char **rest)
+{
+	struct shm_seg_desc out;
+	uint64_t pid, fd, size;
+	const char *p = desc;
+	char esc[256];
+
+	if ((p = shm_seg_dec(p, INT32_MAX, &pid)) && *p++ == ':' &&
+	    (p = shm_seg_dec(p, INT32_MAX, &fd)) && *p++ == ':' &&
+	    (p = shm_seg_dec(p, SIZE_MAX >> 1, &size)) && *p++ == ':' &&
+	    (p = shm_seg_name(p, out.name, sizeof(out.name))) && pid > 0) {
+		out.pid = (int)pid;
+		out.fd = (int)fd;
+		out.size = (size_t)size;
+		*d = out;
+		*rest = p;
+		return 0;
+	}
+	rdmach_err("shm: rank %d published a malformed segment address \"%s\"",
+		   peer_rank, rdmach_log_esc(desc, esc, sizeof(esc)));
+	return -EPROTO;
+}
+
 static int shm_seg_open_peer(const char *desc, int peer_rank, size_t *sizep,
 			     char *name, size_t namelen)
 {
-	char path[96], nm[64];
-	int pid, fd, n;
-	size_t size;
+	struct shm_seg_desc d;
+	const char *rest;
+	char path[96];
+	int fd, err;
 
-	n = sscanf(desc, "%d:%d:%zu:%63[^:]", &pid, &fd, &size, nm);
-	if (n != 4) {
-		rdmach_err("shm: rank %d published a malformed segment "
-			   "address '%s'", peer_rank, desc);
-		return -EPROTO;
-	}
-	if (strcmp(nm, "-") != 0) {
-		snprintf(name, namelen, "%s", nm);
-		fd = shm_open(nm, O_RDWR | O_CLOEXEC, 0);
-		snprintf(path, sizeof(path), "%s", nm);
+	err = shm_seg_parse_desc(desc, peer_rank, &d, &rest);
+	if (err)
+		return err;
+	if (strcmp(d.name, "-") != 0) {
+		snprintf(name, namelen, "%s", d.name);
+		fd = shm_open(d.name, O_RDWR | O_CLOEXEC, 0);
+		snprintf(path, sizeof(path), "%s", d.name);
 	} else {
-		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", d.pid, d.fd);
 		fd = open(path, O_RDWR | O_CLOEXEC);
 	}
 	if (fd < 0) {
-		int err = -errno;
-
+		err = -errno;
 		rdmach_err("shm: cannot open the segment of rank %d (pid %d) "
-			   "at %s: %s%s", peer_rank, pid, path, strerror(errno),
+			   "at %s: %s%s", peer_rank, d.pid, path, strerror(errno),
 			   errno == EACCES || errno == EPERM ?
 			   " (different user, or the peer is not dumpable?)" :
 			   errno == ENOENT ? " (peer in another pid namespace "
 			   "or already gone?)" : "");
 		return err;
 	}
-	*sizep = size;
+	*sizep = d.size;
 	return fd;
 }
 

@@ -93,6 +93,20 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 		   int nwriters, const struct shm_seg_geom *g);
 /* "pid:fd:size:name" for the oob exchange (name "-" for a memfd). */
 int shm_seg_describe(const struct shm_seg *seg, char *buf, size_t len);
+
+/* A peer's description, parsed strictly: a pid > 0, an fd >= 0 and a size
+ * in decimal, a name "-" or as shm_named_create makes them. */
+struct shm_seg_desc {
+	int pid, fd;
+	size_t size;
+	char name[64];
+};
+
+/* Parse the "pid:fd:size:name" that starts desc; *rest is set to what
+ * follows the name (end of string or ':').  -EPROTO, logged with the
+ * value escaped, when it is malformed. */
+int shm_seg_parse_desc(const char *desc, int peer_rank, struct shm_seg_desc *d,
+		       const char **rest);
 /* Map a peer's segment from its description: checks its seals and size,
  * and its header (layout within the mapping; shm_seg_geo). */
 int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank);

@@ -528,6 +528,38 @@ static int seg_own_layout(struct tst *t)
 	return 0;
 }
 
+/* A peer's published segment address is parsed strictly: what sscanf
+ * took (a negative pid or fd, a sign, trailing bytes, a path for a name)
+ * is refused, and the well-formed ones come out whole. */
+static int seg_desc_strict(struct tst *t)
+{
+	static const char *const bad[] = {
+		"-1:3:4096:-", "0:3:4096:-", "12:-3:4096:-", "12:+3:4096:-",
+		"12:3:4096", "12:3::-", "12: 3:4096:-", "12:3:4096:",
+		"12:3:4096:/../../etc/passwd", "12:3:4096:/a/b",
+		"12:3:4096:name", "12:3:4096:-x", "99999999999:3:4096:-",
+		"12:3:4096:/ab\x1b[2J", "12:3:99999999999999999999:-",
+	};
+	struct shm_seg_desc d;
+	const char *rest;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		TST_CHECK(t, shm_seg_parse_desc(bad[i], 1, &d, &rest) ==
+			  -EPROTO, "accepted \"%s\"", bad[i]);
+	TST_CHECK0(t, shm_seg_parse_desc("12:3:4096:-:7f00:abc", 1, &d,
+					 &rest));
+	TST_CHECK(t, d.pid == 12 && d.fd == 3 && d.size == 4096 &&
+		  !strcmp(d.name, "-") && !strcmp(rest, ":7f00:abc"),
+		  "parsed %d %d %zu %s, rest %s", d.pid, d.fd, d.size, d.name,
+		  rest);
+	TST_CHECK0(t, shm_seg_parse_desc("7:0:65536:/rdmach-7-1a2b", 1, &d,
+					 &rest));
+	TST_CHECK(t, !strcmp(d.name, "/rdmach-7-1a2b") && !*rest,
+		  "parsed name %s, rest %s", d.name, rest);
+	return 0;
+}
+
 static const struct tst_case peer_cases[] = {
 	{ "peer_data_len_refetch", 2, peer_data_len_refetch,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
@@ -546,6 +578,7 @@ static const struct tst_case peer_cases[] = {
 	{ "peer_pipe_slow", 2, peer_pipe_slow,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "seg_sealed", 1, seg_sealed, TST_UNIT, NULL, { 0 } },
+	{ "seg_desc_strict", 1, seg_desc_strict, TST_UNIT, NULL, { 0 } },
 	{ "seg_header_checked", 1, seg_header_checked, TST_UNIT, NULL, { 0 } },
 	{ "seg_own_layout", 1, seg_own_layout, TST_UNIT, NULL, { 0 } },
 };
