@@ -44,11 +44,6 @@ static int ib_fail(struct ib_conn *ic, int err, const char *what)
 				ic->tl->dev.name, ic->tl->dev.port);
 }
 
-int ib_ep_fail(struct ib_conn *ic, int err, const char *what)
-{
-	return ib_fail(ic, err, what);
-}
-
 /* ---- send queue: posting with selective signalling -------------------- */
 
 static int ib_post_wr(struct ib_conn *ic, void *src, uint32_t len,
@@ -105,13 +100,6 @@ static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
 			  signal, head_after, 0);
 }
 
-int ib_ep_post_chunk(struct ib_conn *ic, void *src, uint32_t lkey,
-		     uint32_t len, uint64_t raddr, uint32_t rkey, uint64_t g)
-{
-	return ib_post_wr(ic, src, len, lkey, raddr, rkey, IB_WR_SPIPE, 1,
-			  ic->tx.head, g);
-}
-
 /* An 8-byte control word into the peer's ctrl area (inline). */
 static int ib_post_ctrl(struct ib_conn *ic, size_t field, uint64_t value,
 			enum ib_wr_kind kind, int signal)
@@ -133,28 +121,29 @@ static int ib_post_packet(struct ib_conn *ic, uint64_t off, uint64_t bytes,
 			    IB_WR_DATA, 0);
 }
 
-int ib_ep_post_packet(struct ib_conn *ic, uint64_t off, uint64_t bytes,
-		      uint64_t head_after)
-{
-	return ib_post_packet(ic, off, bytes, head_after);
-}
-
-int ib_ep_post_ctrl_words(struct ib_conn *ic, size_t field,
-			  const uint64_t *words, unsigned int n)
+/* n (1 or 2) words into the peer's ctrl area at field, one write.  Waits
+ * for a send queue slot up to RDMACH_PEER_TIMEOUT_MS.  0 or a negative
+ * errno. */
+static int ib_post_ctrl_words(struct ib_conn *ic, size_t field,
+			      const uint64_t *words, unsigned int n)
 {
 	uint64_t deadline = rdmach_now_ns() + ic->conn->ctx->peer_timeout_ns;
 	uint64_t one = words[0];
 
 	while (ic->sq_free < 1 && !ic->broken) {
-		if (ib_iface_poll(ic->tl) || rdmach_now_ns() > deadline)
+		if (ib_ep_poll(ic->tl) || rdmach_now_ns() > deadline)
 			return ib_fail(ic, -ECONNRESET, "send queue full: "
 				       "cannot write a control word");
 	}
 	if (ic->broken)
 		return ic->conn->err ? ic->conn->err : -ECONNRESET;
-	/* one word travels inline (from the stack); two come from ctrl->out,
+	/* one word travels inline (from the stack); two from ctrl->out,
 	 * registered, should the device not inline 16 bytes */
-	return ib_post(ic, n == 1 ? &one : (void *)words,
+	if (n == 2) {
+		ic->ctrl->out[0] = words[0];
+		ic->ctrl->out[1] = words[1];
+	}
+	return ib_post(ic, n == 1 ? &one : (void *)ic->ctrl->out,
 		       (uint32_t)(n * sizeof(uint64_t)), ic->r_ctrl + field,
 		       IB_WR_DATA, 0, ic->tx.head);
 }
@@ -186,7 +175,7 @@ static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 	ib_fail(ic, -ECONNRESET, msg);
 }
 
-void ib_ep_completion(struct ib_conn *ic, const struct ibv_wc *wc)
+static void ib_completion(struct ib_conn *ic, const struct ibv_wc *wc)
 {
 	struct ib_sig *s;
 
@@ -208,11 +197,41 @@ void ib_ep_completion(struct ib_conn *ic, const struct ibv_wc *wc)
 	}
 }
 
+/* Out of line: the gets that call it when due stay small. */
+__attribute__((noinline)) int ib_ep_poll(struct ib_tl *tl)
+{
+	struct ibv_wc wc[16];
+	int n, i;
+
+	while ((n = ibv_poll_cq(tl->cq, 16, wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			uint64_t wr_id = wc[i].wr_id;
+			struct ib_conn *ic = tl->conns[wr_id & ~IB_ZC_WRID];
+
+			if (!ic)
+				continue;
+			if (wr_id & IB_ZC_WRID) {
+				ib_zc_completion(&ic->zc, &wc[i]);
+				if (wc[i].status == IBV_WC_SUCCESS)
+					continue;
+			}
+			ib_completion(ic, &wc[i]);
+		}
+		if (n < 16)
+			break;
+	}
+	if (n < 0) {
+		rdmach_err("ib: ibv_poll_cq on %s failed", tl->dev.name);
+		return -EIO;
+	}
+	return 0;
+}
+
 /* ---- credits and liveness ---------------------------------------------- */
 
 static int ib_poll_cb(void *tl)
 {
-	return ib_iface_poll(tl);
+	return ib_ep_poll(tl);
 }
 
 static int ib_credit_in(struct ib_conn *ic, uint64_t consumed)
@@ -248,11 +267,6 @@ static int ib_take_credit(struct ib_conn *ic, int scan)
 			       "header in the ring");
 	}
 	return c ? ib_credit_in(ic, (uint64_t)c) : 0;
-}
-
-int ib_ep_take_credit(struct ib_conn *ic)
-{
-	return ib_take_credit(ic, 1);
 }
 
 static void ib_credit_out(struct ib_conn *ic)
@@ -367,7 +381,7 @@ static int ib_reserve(struct ib_conn *ic, uint64_t want, struct ring_slot *s)
 			return 0;
 		if (tries)
 			break;
-		if (ib_iface_poll(tl) || ib_take_credit(ic, 1))
+		if (ib_ep_poll(tl) || ib_take_credit(ic, 1))
 			return -EIO;
 	}
 	return -EAGAIN;
@@ -407,7 +421,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 	if (ib_zc_tx_waiting(&ic->zc)) {
 		int gone;
 
-		ib_iface_poll(tl);
+		ib_ep_poll(tl);
 		/* fin before ack: the peer writes them in the other order */
 		gone = ic->broken || ib_load(&ic->ctrl->fin);
 		n = ib_zc_put_poll(&ic->zc, iov, iovcnt,
@@ -426,7 +440,7 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 		return -EAGAIN;
 	ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
 	if (!ib_zc_tx_room(&ic->zc)) {	/* deferred ones in flight */
-		ib_iface_poll(tl);
+		ib_ep_poll(tl);
 		ib_zc_tx_reap(&ic->zc, ib_load(&ic->ctrl->zc_ack));
 		if (!ib_zc_tx_room(&ic->zc)) {
 			ib_put_wait(ic);
@@ -434,10 +448,10 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 		}
 	}
 	if (ic->sq_free < need)
-		ib_iface_poll(tl);
+		ib_ep_poll(tl);
 	ret = ring_tx_reserve_pair(&ic->tx, (uint32_t)head, len, &pad,
 				   &head_pkt, &s);
-	if (ret == -EAGAIN && !ib_iface_poll(tl) && !ib_take_credit(ic, 1))
+	if (ret == -EAGAIN && !ib_ep_poll(tl) && !ib_take_credit(ic, 1))
 		ret = ring_tx_reserve_pair(&ic->tx, (uint32_t)head, len, &pad,
 					   &head_pkt, &s);
 	if (ret || ic->sq_free < need) {
@@ -504,6 +518,73 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	return 1;
 }
 
+/* Open a superpipeline message: staging (the first time), the control
+ * packet in the ring.  1 opened, 0 no ring space or send queue slots now
+ * (retry), -EAGAIN no memory (another protocol), or a negative errno. */
+static int ib_put_spipe_open(struct ib_conn *ic, size_t total)
+{
+	struct ib_tl *tl = ic->tl;
+	struct rdmach_spipe_hdr hdr;
+	struct ring_slot pad, s;
+	uint64_t credit = tl->mode == RING_MODE_BASIC ? 0 : ic->rx.pos;
+	unsigned int need = 2 * (tl->mode == RING_MODE_BASIC ? 2 : 1) +
+			    IB_SQ_RESERVE;
+	int ret;
+
+	if (ib_sp_stage(&ic->sp))
+		return -EAGAIN;
+	if (ic->sq_free < need)
+		ib_ep_poll(tl);
+	ret = ring_tx_reserve_whole(&ic->tx, sizeof(hdr), &pad, &s);
+	if (ret == -EAGAIN && !ib_ep_poll(tl) && !ib_take_credit(ic, 1))
+		ret = ring_tx_reserve_whole(&ic->tx, sizeof(hdr), &pad, &s);
+	if (ret || ic->sq_free < need) {
+		ic->conn->stats.ring_full_stalls++;
+		return 0;
+	}
+	spipe_tx_open(&ic->sp.tx, total, &hdr);
+	if (pad.bytes) {
+		ring_tx_commit(&ic->tx, &pad, credit);
+		ret = ib_post_packet(ic, pad.off, pad.wire, ic->tx.head);
+		if (ret)
+			return ret;
+	}
+	memcpy(s.payload, &hdr, sizeof(hdr));
+	s.type = RDMACH_PKT_SPIPE;
+	ring_tx_commit(&ic->tx, &s, credit);
+	if (credit)
+		ring_rx_credit_told(&ic->rx, credit);
+	ret = ib_post_packet(ic, s.off, s.wire, ic->tx.head);
+	if (ret)
+		return ret;
+	ic->conn->stats.packets_sent += pad.bytes ? 2 : 1;
+	ic->conn->stats.spipe_msgs++;
+	return 1;
+}
+
+/* Into the superpipeline: open the message (start), then copy and post
+ * chunks.  As ib_sp_put, and -EAGAIN: could not open (no memory or
+ * registration: take another protocol).  *started: this call opened it. */
+static ssize_t ib_put_spipe_chunks(struct ib_conn *ic, const struct iovec *iov,
+				   int iovcnt, size_t total, int start,
+				   int *started)
+{
+	int ret;
+
+	/* chunk completions free staging; keepalive completions prove the
+	 * peer alive: a writer that only puts must reap them too */
+	if (ic->tl->sig_inflight)
+		ib_ep_poll(ic->tl);
+	if (start) {
+		ret = ib_put_spipe_open(ic, total);
+		if (ret <= 0)
+			return ret;
+		if (started)
+			*started = 1;
+	}
+	return ib_sp_put(&ic->sp, iov, iovcnt, total);
+}
+
 /* Superpipeline: start a message (start) or feed the open one. */
 static ssize_t ib_put_spipe(struct ib_conn *ic, const struct iovec *iov,
 			    int iovcnt, size_t total, int start, int *started)
@@ -515,7 +596,7 @@ static ssize_t ib_put_spipe(struct ib_conn *ic, const struct iovec *iov,
 		*started = 0;
 	if (ic->broken || ib_load(&ic->ctrl->fin))
 		return ib_put_error(ic);
-	n = ib_sp_put(ic, iov, iovcnt, total, start, started);
+	n = ib_put_spipe_chunks(ic, iov, iovcnt, total, start, started);
 	if (ic->sp.tx.acked != acked)
 		ib_activity(ic);
 	if (n)
@@ -541,8 +622,10 @@ static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
 
 	if (ic->broken || ib_load(&ic->ctrl->fin))
 		return ib_put_error(ic);
-	ib_large_choose(&tl->large, tl->zc->rc, ib_sp_room(ic), iov, iovcnt,
-			total, &ch);
+	/* a peer from before the superpipeline cannot take one */
+	ib_large_choose(&tl->large, tl->zc->rc,
+			(ic->peer_caps & IB_CAP_SPIPE) && ib_sp_room(&ic->sp),
+			iov, iovcnt, total, &ch);
 	if (ch.proto == IB_PROTO_ZCOPY) {
 		n = ib_put_zcopy(ic, iov, iovcnt, ticket);
 		started = n > 0 || ib_zc_tx_waiting(&ic->zc);
@@ -656,7 +739,7 @@ int ib_ep_put_done(struct rdmach_conn *conn, uint64_t *done)
 	int gone;
 
 	if (ib_zc_tx_unacked(&ic->zc))
-		ib_iface_poll(ic->tl);
+		ib_ep_poll(ic->tl);
 	/* fin before ack: the peer writes them in the other order */
 	gone = ic->broken || ib_load(&ic->ctrl->fin);
 	acked = ib_load(&ic->ctrl->zc_ack);
@@ -676,8 +759,7 @@ static int ib_zc_ack(struct ib_conn *ic, uint64_t id)
 {
 	if (ic->broken)
 		return ib_put_error(ic);
-	return ib_ep_post_ctrl_words(ic, offsetof(struct ib_ctrl, zc_ack),
-				     &id, 1);
+	return ib_post_ctrl_words(ic, offsetof(struct ib_ctrl, zc_ack), &id, 1);
 }
 
 /* A packet other than data at the ring head, got bytes delivered by this
@@ -692,7 +774,7 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 
 	if (pkt->type == RDMACH_PKT_SPIPE) {
 		/* arrived blocks are delivered even on a failed connection */
-		return ib_sp_get(ic, pkt->payload, pkt->len, c, room,
+		return ib_sp_get(&ic->sp, pkt->payload, pkt->len, c, room,
 				 consumed);
 	}
 	if (pkt->type == RDMACH_PKT_RNDV && ic->broken)
@@ -729,7 +811,7 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 	if (r)
 		return r;
 	/* superpipeline chunks built before the landing address came */
-	if (ib_sp_unposted(&ic->sp) && ib_sp_tx_progress(ic))
+	if (ib_sp_unposted(&ic->sp) && ib_sp_tx_progress(&ic->sp))
 		return ic->conn->err;
 	ib_credit_out(ic);
 	if (ib_load(&ic->ctrl->fin) &&
@@ -771,7 +853,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	int r;
 
 	if (__builtin_expect(ib_sp_unposted(&ic->sp) != 0, 0))
-		ib_sp_tx_progress(ic);
+		ib_sp_tx_progress(&ic->sp);
 	rdmach_iovc_init(&c, iov, iovcnt);
 	/* the rest of a data packet that fits the first piece (most
 	 * messages), or the part of it a one-piece get takes (the CH3
@@ -846,7 +928,7 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 static inline void ib_poll_cq_when_due(struct ib_tl *tl)
 {
 	if (tl->sig_inflight || ++tl->cq_skips % IB_CQ_IDLE_POLLS == 0)
-		ib_iface_poll(tl);
+		ib_ep_poll(tl);
 }
 
 /* Kept small: the empty poll is the hot loop of every waiter. */
@@ -914,10 +996,66 @@ void ib_ep_progress(struct ib_conn *ic)
 {
 	if (ic->broken || ib_take_credit(ic, 1))
 		return;
-	if (ic->sp.stage && ib_sp_tx_progress(ic))
+	if (ic->sp.stage && ib_sp_tx_progress(&ic->sp))
 		return;
 	ib_credit_out(ic);
 	ib_idle(ic);
+}
+
+/* ---- the superpipeline's calls (struct ib_sp_ep_ops, ib_spipe.h) -------- */
+
+static int ib_sp_cb_poll(void *arg)
+{
+	return ib_ep_poll(((struct ib_conn *)arg)->tl);
+}
+
+static int ib_sp_cb_post_chunk(void *arg, void *src, uint32_t lkey,
+			       uint32_t len, uint64_t raddr, uint32_t rkey,
+			       uint64_t g)
+{
+	struct ib_conn *ic = arg;
+
+	return ib_post_wr(ic, src, len, lkey, raddr, rkey, IB_WR_SPIPE, 1,
+			  ic->tx.head, g);
+}
+
+static int ib_sp_cb_post_ctrl(void *arg, size_t field, const uint64_t *words,
+			      unsigned int n)
+{
+	return ib_post_ctrl_words(arg, offsetof(struct ib_ctrl, sp) + field,
+				  words, n);
+}
+
+static int ib_sp_cb_fail(void *arg, int err, const char *what)
+{
+	struct ib_conn *ic = arg;
+
+	ic->broken = 1;
+	return ib_fail(ic, err, what);
+}
+
+static const struct ib_sp_ep_ops ib_sp_ops = {
+	.poll = ib_sp_cb_poll,
+	.post_chunk = ib_sp_cb_post_chunk,
+	.post_ctrl = ib_sp_cb_post_ctrl,
+	.fail = ib_sp_cb_fail,
+};
+
+static void ib_sp_setup(struct ib_conn *ic)
+{
+	struct ib_sp_ep ep = {
+		.ops = &ib_sp_ops,
+		.arg = ic,
+		.conn = ic->conn,
+		.pd = ic->tl->dev.pd,
+		.in = &ic->ctrl->sp,
+		.fin = &ic->ctrl->fin,
+		.broken = &ic->broken,
+		.sq_free = &ic->sq_free,
+		.sq_keep = IB_SQ_RESERVE,
+	};
+
+	ib_sp_conn_init(&ic->sp, &ep, &ic->tl->large);
 }
 
 /* ---- set-up and tear-down ------------------------------------------------ */
@@ -925,7 +1063,7 @@ void ib_ep_progress(struct ib_conn *ic)
 void ib_ep_destroy(struct ib_conn *ic)
 {
 	ib_zc_conn_release(&ic->zc);
-	ib_sp_conn_release(ic);
+	ib_sp_conn_release(&ic->sp);
 	if (ic->loop_qp)
 		ibv_destroy_qp(ic->loop_qp);
 	if (ic->qp)
@@ -981,7 +1119,7 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 	ic->sq_free = tl->sq_depth;
 	ib_zc_conn_init(&ic->zc, tl->zc, ic->conn, ic->qp, &ic->sq_free,
 			IB_SQ_RESERVE, ib_poll_cb, tl);
-	ib_sp_conn_init(&ic->sp, &tl->large.sp);
+	ib_sp_setup(ic);
 	ic->psn = (uint32_t)(lrand48() ^ getpid() ^ peer) & 0xffffff;
 	ring_rx_init(&ic->rx, ic->buf, r);
 	return ic;
@@ -1053,8 +1191,8 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 	 * message (unless the peer finalizes first) */
 	while (ib_sp_unposted(&ic->sp) && !ic->broken &&
 	       !ib_load(&ic->ctrl->fin) && rdmach_now_ns() < deadline_ns) {
-		ib_iface_poll(ic->tl);
-		if (ib_sp_tx_progress(ic))
+		ib_ep_poll(ic->tl);
+		if (ib_sp_tx_progress(&ic->sp))
 			return;
 	}
 	if (ib_sp_unposted(&ic->sp) && !ib_load(&ic->ctrl->fin))
@@ -1064,7 +1202,7 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 			    (unsigned long long)ib_sp_unposted(&ic->sp),
 			    ic->conn->peer);
 	while (ic->sq_free < 1 && !ic->broken && rdmach_now_ns() < deadline_ns)
-		ib_iface_poll(ic->tl);
+		ib_ep_poll(ic->tl);
 	if (ic->sq_free >= 1)
 		ib_post_ctrl(ic, offsetof(struct ib_ctrl, fin),
 			     ic->tx.head + 1, IB_WR_FIN, 1);

@@ -3,8 +3,12 @@
  * in the sense of UCX's uct_ep: an RC QP, the receive ring the peer
  * writes into and the staging mirror of the peer's ring we write from
  * (proto/ring.h), the control words, selective signalling, credits,
- * keepalive, and the put/get data path.  ib_ep.c owns it; the interface
- * (ib_iface.h) creates, wires and tears endpoints down.
+ * keepalive, the put/get data path, and the completions of the CQ all
+ * endpoints share (struct ib_tl, ib_tl.h).  ib_ep.c owns it; the
+ * interface (ib_iface.c) creates, wires and tears endpoints down.  Below
+ * the interface, above the protocols it runs (ib_zcopy.h, ib_spipe.h,
+ * ib_large.h), which reach back only through what it gives them at
+ * set-up (a CQ poll, posting calls, pointers to its words).
  *
  * Per endpoint one registered buffer: [ ring | staging | ctrl ].
  * ring    the peer writes its packets here (we poll flags or the head);
@@ -24,8 +28,8 @@
 
 #include "core/tl.h"
 #include "ib_dev.h"
-#include "ib_iface.h"
 #include "ib_spipe.h"
+#include "ib_tl.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
 
@@ -37,9 +41,7 @@ struct ib_ctrl {
 	uint64_t fin;		/* the peer finalized: its final head + 1 */
 	uint64_t ka;		/* keepalive target, never read */
 	uint64_t zc_ack;	/* last zero-copy put the peer has read */
-	uint64_t sp_ack;	/* last superpipeline chunk it copied out */
-	uint64_t sp_rkey;	/* its landing area: key, then address, in */
-	uint64_t sp_addr;	/*   one write (address != 0: both there) */
+	struct ib_sp_ctrl sp;	/* its superpipeline's ack, landing area */
 	uint64_t out[2];	/* ours: source of our 16-byte ctrl writes */
 };
 
@@ -102,8 +104,9 @@ void ib_ep_local_addr(const struct ib_conn *ic, const struct ibv_qp *qp,
  * QPs).  0 or a negative errno (logged). */
 int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r);
 
-/* A completion of a WR this endpoint posted (not a zero-copy read). */
-void ib_ep_completion(struct ib_conn *ic, const struct ibv_wc *wc);
+/* Reap every completion of the shared CQ and hand each to its endpoint.
+ * 0, or -EIO when the CQ itself failed. */
+int ib_ep_poll(struct ib_tl *tl);
 
 /* The data path (struct rdmach_tl_ops put/get). */
 ssize_t ib_ep_put(struct rdmach_conn *conn, const struct iovec *iov,
@@ -120,26 +123,6 @@ int ib_ep_consume(struct rdmach_conn *conn, size_t n);
 
 /* Credits both ways and liveness, without moving data. */
 void ib_ep_progress(struct ib_conn *ic);
-
-/* For ib_spipe.c. */
-/* Fail the connection (logged once): err. */
-int ib_ep_fail(struct ib_conn *ic, int err, const char *what);
-/* One signalled RDMA write of superpipeline chunk g: len bytes at src
- * (lkey) to the peer's raddr (rkey); its completion reports g.  The
- * caller checked for a send queue slot.  0 or -ECONNRESET. */
-int ib_ep_post_chunk(struct ib_conn *ic, void *src, uint32_t lkey,
-		     uint32_t len, uint64_t raddr, uint32_t rkey, uint64_t g);
-/* n (1 or 2) words into the peer's ctrl area at field, one write; with 2
- * the words must be our ctrl->out (registered).  Waits for a send queue
- * slot up to RDMACH_PEER_TIMEOUT_MS.  0 or a negative errno. */
-int ib_ep_post_ctrl_words(struct ib_conn *ic, size_t field,
-			  const uint64_t *words, unsigned int n);
-/* A packet of our staging (ring offset off, bytes) to the peer's ring. */
-int ib_ep_post_packet(struct ib_conn *ic, uint64_t off, uint64_t bytes,
-		      uint64_t head_after);
-/* Credits from the peer: ctrl and piggybacked on unread packets.  0 or
- * -EPROTO. */
-int ib_ep_take_credit(struct ib_conn *ic);
 
 /* Finalize: tell the peer our final head; is everything we posted done
  * (or moot: the peer left or the connection failed)? */

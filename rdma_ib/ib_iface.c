@@ -1,8 +1,10 @@
 /*
  * ib_iface.c - the InfiniBand/RoCE transport's interface: knobs, device
  * open, the completion queue shared by every endpoint, the collective
- * wire-up (addresses exchanged out of band), progress and finalize.  The
- * per-peer endpoints and the data path are in ib_ep.c.
+ * wire-up (addresses exchanged out of band), progress and finalize: the
+ * top of rdma_ib, calling down into the endpoints (ib_ep.h: per peer,
+ * the data path and the CQ's completions) and never called by them; the
+ * state both share is struct ib_tl (ib_tl.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,8 +18,8 @@
 #include "ib_dev.h"
 #include "ib_ep.h"
 #include "ib_fork.h"
-#include "ib_iface.h"
 #include "ib_large.h"
+#include "ib_tl.h"
 #include "ib_tune.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
@@ -82,43 +84,14 @@ static const char *const ib_mode_names[] = {
 	[RING_MODE_PIPELINE] = "pipeline",
 };
 
-/* ---- completions -------------------------------------------------------- */
-
-int ib_iface_poll(struct ib_tl *tl)
-{
-	struct ibv_wc wc[16];
-	int n, i;
-
-	while ((n = ibv_poll_cq(tl->cq, 16, wc)) > 0) {
-		for (i = 0; i < n; i++) {
-			uint64_t wr_id = wc[i].wr_id;
-			struct ib_conn *ic = tl->conns[wr_id & ~IB_ZC_WRID];
-
-			if (!ic)
-				continue;
-			if (wr_id & IB_ZC_WRID) {
-				ib_zc_completion(&ic->zc, &wc[i]);
-				if (wc[i].status == IBV_WC_SUCCESS)
-					continue;
-			}
-			ib_ep_completion(ic, &wc[i]);
-		}
-		if (n < 16)
-			break;
-	}
-	if (n < 0) {
-		rdmach_err("ib: ibv_poll_cq on %s failed", tl->dev.name);
-		return -EIO;
-	}
-	return 0;
-}
+/* ---- progress ------------------------------------------------------------ */
 
 static int ib_progress(struct rdmach_tl *base)
 {
 	struct ib_tl *tl = (struct ib_tl *)base;
 	int i, ret;
 
-	ret = ib_iface_poll(tl);
+	ret = ib_ep_poll(tl);
 	if (ret)
 		return ret;
 	for (i = 0; i < base->ctx->size; i++)
@@ -409,7 +382,7 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 		if (tl->conns[i])
 			ib_ep_send_fin(tl->conns[i], deadline_ns);
 	while (tl->cq && !ib_iface_drained(tl) && rdmach_now_ns() < deadline_ns)
-		ib_iface_poll(tl);
+		ib_ep_poll(tl);
 	if (tl->cq && !ib_iface_drained(tl)) {
 		rdmach_warn("ib: finalize: writes still in flight at the "
 			    "deadline (RDMACH_FINALIZE_TIMEOUT_MS)");

@@ -1,7 +1,10 @@
 /*
  * ib_spipe.h - the superpipeline over verbs (rdma_ib private, prefix
  * ib_sp_): the registered buffers of one connection and the RDMA writes;
- * the schedule, block format and folding are proto/spipe.h's.
+ * the schedule, block format and folding are proto/spipe.h's.  Below the
+ * endpoint (ib_ep.h): it posts and polls through the calls the endpoint
+ * gives it at set-up (struct ib_sp_ep_ops) and reads the control words
+ * through pointers, never through the endpoint's struct.
  *
  * Per connection, allocated at its first superpipeline message (most
  * connections never carry one):
@@ -53,9 +56,54 @@
 #include "core/iov.h"
 #include "proto/spipe.h"
 
-struct ib_conn;
+struct ib_large;
+struct rdmach_conn;
+
+/* The words of our ctrl area (struct ib_ctrl, ib_ep.h) the peer's
+ * superpipeline writes. */
+struct ib_sp_ctrl {
+	uint64_t ack;		/* last chunk it copied out */
+	uint64_t rkey;		/* its landing area: key, then address, in */
+	uint64_t addr;		/*   one write (address != 0: both there) */
+};
+
+/* What the superpipeline asks of its endpoint, which owns the QP, the
+ * ring and the ctrl area (ib_ep.c); the first argument is
+ * ib_sp_ep.arg.  Calls, not a header of the endpoint's: the
+ * superpipeline stays below it, and an indirect call per chunk is
+ * nothing beside the chunk's copy. */
+struct ib_sp_ep_ops {
+	/* Reap the completions of the shared CQ.  0 or -EIO. */
+	int (*poll)(void *arg);
+	/* One signalled RDMA write of chunk g: len bytes at src (lkey) to
+	 * the peer's raddr (rkey); its completion calls ib_sp_completed.
+	 * The caller checked for a send queue slot.  0 or -ECONNRESET. */
+	int (*post_chunk)(void *arg, void *src, uint32_t lkey, uint32_t len,
+			  uint64_t raddr, uint32_t rkey, uint64_t g);
+	/* n (1 or 2) words into the peer's struct ib_sp_ctrl at byte
+	 * offset field, one write.  0 or a negative errno. */
+	int (*post_ctrl)(void *arg, size_t field, const uint64_t *words,
+			 unsigned int n);
+	/* Fail the connection (logged once): err. */
+	int (*fail)(void *arg, int err, const char *what);
+};
+
+/* The endpoint's side, given at set-up. */
+struct ib_sp_ep {
+	const struct ib_sp_ep_ops *ops;
+	void *arg;
+	struct rdmach_conn *conn;	/* counters; the rank in messages */
+	struct ibv_pd *pd;
+	const struct ib_sp_ctrl *in;	/* written by the peer */
+	const uint64_t *fin;		/* the peer finalized (ctrl) */
+	const int *broken;		/* the connection failed */
+	const unsigned int *sq_free;	/* free send queue slots */
+	unsigned int sq_keep;		/* slots a chunk leaves free */
+};
 
 struct ib_sp_conn {
+	struct ib_sp_ep ep;
+	struct ib_large *lg;	/* geometry; the process's staging count */
 	/* sender */
 	struct spipe_tx tx;
 	uint8_t *stage;
@@ -70,9 +118,11 @@ struct ib_sp_conn {
 	size_t land_len;
 };
 
-void ib_sp_conn_init(struct ib_sp_conn *sp, const struct spipe_params *p);
+/* The settings are lg's (lg->sp). */
+void ib_sp_conn_init(struct ib_sp_conn *sp, const struct ib_sp_ep *ep,
+		     struct ib_large *lg);
 /* Deregister and free both areas (the process's staging count too). */
-void ib_sp_conn_release(struct ib_conn *ic);
+void ib_sp_conn_release(struct ib_sp_conn *sp);
 
 /* A message is open: every put goes here until its bytes are in. */
 static inline int ib_sp_tx_open(const struct ib_sp_conn *sp)
@@ -80,23 +130,26 @@ static inline int ib_sp_tx_open(const struct ib_sp_conn *sp)
 	return sp->tx.left != 0;
 }
 
-/* Could a message start on this connection (the peer handles the
- * superpipeline, and its staging exists or fits under
- * RDMACH_SPIPE_MEM_MAX)? */
-int ib_sp_room(const struct ib_conn *ic);
+/* Could a message start on this connection as far as memory goes (its
+ * staging exists or fits under RDMACH_SPIPE_MEM_MAX)? */
+int ib_sp_room(const struct ib_sp_conn *sp);
+
+/* Staging for a message about to open: there, or allocated and
+ * registered now.  0, or -EAGAIN (no memory or registration: take
+ * another protocol).  The endpoint then sends the RDMACH_PKT_SPIPE
+ * packet spipe_tx_open writes (the ring is the endpoint's). */
+int ib_sp_stage(struct ib_sp_conn *sp);
 
 /*
- * Put through the superpipeline: start a message of total bytes (start,
- * none open) or continue the open one.  Bytes accepted (copied into
- * staging) >= 0; -EAGAIN: could not start (no memory or registration:
- * take another protocol); another negative errno: the connection failed.
- * *started is set when this call opened the message.
+ * Put into the open message: copy into chunks and post them.  Bytes
+ * accepted (copied into staging, >= 0), or a negative errno: the
+ * connection failed.
  */
-ssize_t ib_sp_put(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
-		  size_t total, int start, int *started);
+ssize_t ib_sp_put(struct ib_sp_conn *sp, const struct iovec *iov, int iovcnt,
+		  size_t total);
 
 /* Acks, the landing address, posting built chunks.  0 or -EPROTO. */
-int ib_sp_tx_progress(struct ib_conn *ic);
+int ib_sp_tx_progress(struct ib_sp_conn *sp);
 
 /* Chunks built but not posted (waiting for the landing address). */
 static inline uint64_t ib_sp_unposted(const struct ib_sp_conn *sp)
@@ -117,7 +170,7 @@ static inline void ib_sp_completed(struct ib_sp_conn *sp, uint64_t g)
  * rest; others fail the connection).  *finished: the message is
  * complete, the packet is to be consumed.
  */
-ssize_t ib_sp_get(struct ib_conn *ic, const void *pkt, uint32_t len,
+ssize_t ib_sp_get(struct ib_sp_conn *sp, const void *pkt, uint32_t len,
 		  struct rdmach_iovc *c, size_t room, int *finished);
 
 #endif /* RDMACH_IB_SPIPE_H */

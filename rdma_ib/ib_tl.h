@@ -1,13 +1,15 @@
 /*
- * ib_iface.h - the rdma_ib interface (rdma_ib private, prefix ib_): what a
- * process holds once per device, in the sense of UCX's uct_iface: the
- * opened device and port, the completion queue shared by every
- * connection, the knob-derived settings, the zero-copy engine, the
- * large-message choice and tuning (ib_large.h) and the connection table.  ib_iface.c owns it (open, wire-up, progress,
- * finalize); ib_ep.c holds the per-connection endpoints (ib_ep.h).
+ * ib_tl.h - the rdma_ib transport's per-process state (rdma_ib private,
+ * prefix ib_), in the sense of UCX's uct_iface: the opened device and
+ * port, the completion queue shared by every connection, the
+ * knob-derived settings, the zero-copy engine, the large-message choice
+ * and tuning (ib_large.h) and the connection table.  The interface
+ * (ib_iface.c: open, wire-up, progress, finalize) fills it in; the
+ * endpoints (ib_ep.h) read it and poll its CQ.  It has a header of its
+ * own so that the endpoints need nothing of the interface above them.
  */
-#ifndef RDMACH_IB_IFACE_H
-#define RDMACH_IB_IFACE_H
+#ifndef RDMACH_IB_TL_H
+#define RDMACH_IB_TL_H
 
 #include <stdint.h>
 #include <infiniband/verbs.h>
@@ -36,8 +38,4 @@ struct ib_tl {
 	struct ib_large large;	/* protocol choice, tuning, superpipeline */
 };
 
-/* Reap every completion of the shared CQ and hand each to its endpoint.
- * 0, or -EIO when the CQ itself failed. */
-int ib_iface_poll(struct ib_tl *tl);
-
-#endif /* RDMACH_IB_IFACE_H */
+#endif /* RDMACH_IB_TL_H */
