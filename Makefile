@@ -212,6 +212,7 @@ FUZZ_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 FUZZ_SRCS_fuzz_pmi_reply := pmi/pmi.c pmi/pmi_wire.c core/knob.c core/log.c
 FUZZ_SRCS_fuzz_oobval := core/oobval.c core/log.c
 FUZZ_SRCS_fuzz_knob := core/knob.c core/log.c
+FUZZ_SRCS_fuzz_nodemap := core/nodemap.c
 FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_O)/%)
 FUZZ_HDRS := $(wildcard include/*.h core/*.h pmi/*.h)
