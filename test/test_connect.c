@@ -1,0 +1,341 @@
+/*
+ * test_connect.c - connections on demand (RDMACH_CONNECT=demand, the ib
+ * transport's connection manager): both ends making first contact at the
+ * same moment, many times over, byte-checked; lost connection messages
+ * (RDMACH_IB_CM_DROP) retried; a peer that dies before or during the
+ * set-up (-ECONNRESET within RDMACH_PEER_TIMEOUT_MS, a message naming
+ * its rank and host); and a rank that talks to one peer of four makes
+ * one connection (rdmach's counters, and the kernel's QPs where the
+ * rdma tool shows them).  Every case sets RDMACH_CONNECT=demand itself;
+ * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "lib/tst.h"
+
+#define CN_TIMEOUT_MS 1000	/* RDMACH_PEER_TIMEOUT_MS of the fault cases */
+#define CN_BYTES 4096
+
+/* Words of t->shared. */
+enum { CN_DEATH_NS };
+
+/* t->oob with every key under a prefix of its own, so that each fresh
+ * context of a case publishes keys no earlier one did. */
+struct cn_oob {
+	rdmach_oob_t oob;
+	rdmach_oob_t base;
+	char prefix[32];
+};
+
+static int cn_key(const struct cn_oob *o, const char *key, char *out,
+		  size_t len)
+{
+	int n = strncmp(key, "PMI_", 4) ?
+		snprintf(out, len, "%s%s", o->prefix, key) :
+		snprintf(out, len, "%s", key);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int cn_put(void *arg, const char *key, const char *value)
+{
+	struct cn_oob *o = arg;
+	char k[256];
+	int ret = cn_key(o, key, k, sizeof(k));
+
+	return ret ? ret : o->base.put(o->base.arg, k, value);
+}
+
+static int cn_get(void *arg, const char *key, char *value, size_t len)
+{
+	struct cn_oob *o = arg;
+	char k[256];
+	int ret = cn_key(o, key, k, sizeof(k));
+
+	return ret ? ret : o->base.get(o->base.arg, k, value, len);
+}
+
+static int cn_fence(void *arg)
+{
+	struct cn_oob *o = arg;
+
+	return o->base.fence(o->base.arg);
+}
+
+static void cn_oob_init(struct cn_oob *o, const struct tst *t, int round)
+{
+	o->base = t->oob;
+	snprintf(o->prefix, sizeof(o->prefix), "cn%d.", round);
+	o->oob = t->oob;
+	o->oob.arg = o;
+	o->oob.put = cn_put;
+	o->oob.get = cn_get;
+	o->oob.fence = cn_fence;
+}
+
+/* A fresh context under demand; *conn to peer.  1: not over ib (skip). */
+static int cn_open(struct tst *t, struct cn_oob *o, int round,
+		   rdmach_ctx_t **ctx, int peer, rdmach_conn_t **conn)
+{
+	setenv("RDMACH_CONNECT", "demand", 1);
+	cn_oob_init(o, t, round);
+	TST_CHECK0(t, rdmach_init(ctx, &o->oob));
+	TST_CHECK0(t, rdmach_connect(*ctx));
+	TST_CHECK0(t, rdmach_conn(*ctx, peer, conn));
+	if (strcmp(rdmach_conn_transport(*conn), "ib")) {
+		rdmach_finalize(ctx);
+		return 1;
+	}
+	return 0;
+}
+
+/* Put CN_BYTES to the peer and get its CN_BYTES, both at once. */
+static int cn_exchange(struct tst *t, rdmach_conn_t *c, int peer,
+		       uint64_t round)
+{
+	static uint8_t out[CN_BYTES], in[CN_BYTES];
+	uint64_t seed_out = tst_seed(round, t->rank, peer);
+	uint64_t seed_in = tst_seed(round, peer, t->rank);
+	uint64_t deadline = rdmach_now_ns() + 20000000000ull;
+	size_t sent = 0, got = 0, bad;
+	ssize_t n;
+
+	tst_pat_fill(out, sizeof(out), seed_out, 0);
+	memset(in, 0, sizeof(in));
+	while (sent < sizeof(out) || got < sizeof(in)) {
+		if (sent < sizeof(out)) {
+			struct iovec v = { out + sent, sizeof(out) - sent };
+
+			n = rdmach_put(c, &v, 1);
+			TST_CHECK(t, n >= 0, "put: %s (%s)", tst_errname(n),
+				  rdmach_conn_error(c));
+			sent += (size_t)n;
+		}
+		if (got < sizeof(in)) {
+			struct iovec v = { in + got, sizeof(in) - got };
+
+			n = rdmach_get(c, &v, 1);
+			TST_CHECK(t, n >= 0, "get: %s (%s)", tst_errname(n),
+				  rdmach_conn_error(c));
+			got += (size_t)n;
+		}
+		TST_CHECK(t, rdmach_now_ns() < deadline, "round %llu: %zu "
+			  "bytes sent, %zu got after 20 s",
+			  (unsigned long long)round, sent, got);
+	}
+	bad = tst_pat_check(in, sizeof(in), seed_in, 0);
+	TST_CHECK(t, bad == sizeof(in), "round %llu: byte %zu differs",
+		  (unsigned long long)round, bad);
+	return 0;
+}
+
+/* What rdmach_print_stats says of the connections. */
+static int cn_conns_line(rdmach_ctx_t *ctx, char *line, size_t len)
+{
+	char *buf = NULL, *p;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (!f)
+		return -ENOMEM;
+	rdmach_print_stats(ctx, f);
+	fclose(f);
+	p = buf ? strstr(buf, "# connections:") : NULL;
+	snprintf(line, len, "%.*s", p ? (int)strcspn(p, "\n") : 0,
+		 p ? p : "");
+	free(buf);
+	return p ? 0 : -ENOENT;
+}
+
+/* 50 rounds: a fresh pair of contexts, both putting at once. */
+static int cn_simultaneous(struct tst *t)
+{
+	int rounds = (int)tst_scaled(50, 50), peer = 1 - t->rank, k, ret;
+	char line[160];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+
+	for (k = 0; k < rounds; k++) {
+		ret = cn_open(t, &o, k, &ctx, peer, &c);
+		if (ret)
+			return ret < 0 ? ret : tst_skip(t, "not over ib");
+		TST_CHECK0(t, tst_barrier(t));
+		ret = cn_exchange(t, c, peer, (uint64_t)k);
+		if (!ret && !cn_conns_line(ctx, line, sizeof(line)) &&
+		    !strstr(line, " ib 1, not made 1 "))
+			ret = tst_fail(t, "round %d: %s (want one connection)",
+				       k, line);
+		rdmach_finalize(&ctx);
+		if (ret)
+			return ret;
+		TST_CHECK0(t, tst_barrier(t));
+	}
+	return 0;
+}
+
+/* The first connection messages each side receives are dropped. */
+static int cn_lost_messages(struct tst *t)
+{
+	int peer = 1 - t->rank, ret;
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+
+	setenv("RDMACH_IB_CM_DROP", "2", 1);
+	ret = cn_open(t, &o, 0, &ctx, peer, &c);
+	if (ret)
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	ret = cn_exchange(t, c, peer, 7);
+	rdmach_finalize(&ctx);
+	return ret;
+}
+
+static void cn_die(struct tst *t)
+{
+	__atomic_store_n(&t->shared[CN_DEATH_NS], rdmach_now_ns(),
+			 __ATOMIC_SEQ_CST);
+	raise(SIGKILL);
+}
+
+/* Rank 0 puts to the dead rank 1 until an error: -ECONNRESET within the
+ * timeout (and some slack for a busy host), naming rank 1 and a host. */
+static int cn_survive(struct tst *t, rdmach_ctx_t *ctx, rdmach_conn_t *c)
+{
+	static uint8_t buf[64];
+	struct iovec v = { buf, sizeof(buf) };
+	uint64_t t0, bound = (CN_TIMEOUT_MS + 4000) * 1000000ull;
+	ssize_t n;
+
+	while (!__atomic_load_n(&t->shared[CN_DEATH_NS], __ATOMIC_SEQ_CST))
+		usleep(1000);
+	t0 = rdmach_now_ns();
+	while ((n = rdmach_put(c, &v, 1)) == 0 &&
+	       rdmach_now_ns() - t0 < bound)
+		;
+	TST_CHECK(t, n == -ECONNRESET, "put to the dead rank 1: %s after "
+		  "%.1f s", tst_errname(n),
+		  (double)(rdmach_now_ns() - t0) / 1e9);
+	TST_CHECK(t, strstr(rdmach_conn_error(c), "rank 1") &&
+		  strstr(rdmach_conn_error(c), "host "),
+		  "the message names neither rank nor host: %s",
+		  rdmach_conn_error(c));
+	rdmach_finalize(&ctx);
+	return 0;
+}
+
+/* Rank 1 dies before any connection: rank 0's requests go unanswered. */
+static int cn_dies_before(struct tst *t)
+{
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+	int ret;
+
+	setenv("RDMACH_PEER_TIMEOUT_MS", "1000", 1);
+	ret = cn_open(t, &o, 0, &ctx, 1 - t->rank, &c);
+	if (ret)	/* skipped: exit 0 passes too */
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	if (t->rank == 1)
+		cn_die(t);
+	return cn_survive(t, ctx, c);
+}
+
+/* Rank 1 starts the connection (its request reaches rank 0) and dies:
+ * rank 0's half-open connection never hears back. */
+static int cn_dies_during(struct tst *t)
+{
+	static uint8_t buf[64];
+	struct iovec v = { buf, sizeof(buf) };
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+	int ret;
+
+	setenv("RDMACH_PEER_TIMEOUT_MS", "1000", 1);
+	ret = cn_open(t, &o, 0, &ctx, 1 - t->rank, &c);
+	if (ret)
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	if (t->rank == 1) {
+		TST_CHECK(t, rdmach_put(c, &v, 1) == 0, "the first put of a "
+			  "connection on demand took bytes");
+		usleep(20000);	/* the request leaves */
+		cn_die(t);
+	}
+	return cn_survive(t, ctx, c);
+}
+
+/* RC QPs of this process, as the kernel lists them; -1 if it cannot. */
+static int cn_kernel_rc_qps(void)
+{
+	char cmd[64], line[512], pid[32];
+	int n = 0, any = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma resource show qp 2>/dev/null");
+	snprintf(pid, sizeof(pid), " pid %d ", (int)getpid());
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		any = 1;
+		n += strstr(line, "type RC") && strstr(line, pid);
+	}
+	return pclose(f) == 0 && any ? n : -1;
+}
+
+/* Four ranks: 0 and 1 talk, 2 and 3 talk; nobody else connects. */
+static int cn_only_pairs(struct tst *t)
+{
+	int peer = t->rank ^ 1, qps, ret;
+	char line[160];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+
+	ret = cn_open(t, &o, 0, &ctx, peer, &c);
+	if (ret)
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	ret = cn_exchange(t, c, peer, 3);
+	if (!ret && !cn_conns_line(ctx, line, sizeof(line)) &&
+	    !strstr(line, " ib 1, not made 3 "))
+		ret = tst_fail(t, "%s (want one connection of four)", line);
+	qps = cn_kernel_rc_qps();
+	if (!ret && qps >= 0 && qps != 1)
+		ret = tst_fail(t, "the kernel lists %d RC QPs of this process "
+			       "(want 1: to rank %d)", qps, peer);
+	if (!ret)
+		tst_log(t, "rank %d: %s; kernel RC QPs: %d", t->rank, line,
+			qps);
+	TST_CHECK0(t, tst_barrier(t));	/* nobody finalizes before all count */
+	rdmach_finalize(&ctx);
+	return ret;
+}
+
+#define CN_VICTIM_1 { 0, -SIGKILL }
+
+static const struct tst_case cn_cases[] = {
+	{ "simultaneous", 2, cn_simultaneous, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "lost_messages", 2, cn_lost_messages,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "dies_before", 2, cn_dies_before,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, CN_VICTIM_1 },
+	{ "dies_during", 2, cn_dies_during,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, CN_VICTIM_1 },
+	{ "only_pairs", 4, cn_only_pairs, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+};
+
+int main(int argc, char **argv)
+{
+	return tst_main(argc, argv, cn_cases,
+			(int)(sizeof(cn_cases) / sizeof(cn_cases[0])));
+}
