@@ -460,8 +460,16 @@ static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 		p->next_tx = rdmach_now_ns() + p->rto;
 	}
 	ib_cm_set_pending(tl->cm, p, 1);
-	rdmach_info("ib: rank %d (host %s): path MTU %s", peer, p->host,
-		    ib_mtu_str(ib_path_mtu(&tl->dev, &r, &tl->qpp)));
+	rdmach_info("ib: rank %d: path MTU %s (this port %s, the peer's %s, "
+		    "RDMACH_IB_MTU %s here)", peer,
+		    ib_mtu_str(ib_path_mtu(&tl->dev, &r, &tl->qpp)),
+		    ib_mtu_str(tl->dev.active_mtu),
+		    r.mtu ? ib_mtu_str((enum ibv_mtu)r.mtu) : "unknown",
+		    ib_mtu_str(tl->qpp.mtu));
+	if (!(r.caps & IB_CAP_SPIPE))
+		rdmach_info("ib: rank %d predates the superpipeline: large "
+			    "messages to it go zero-copy or through the ring",
+			    peer);
 	return 0;
 }
 
