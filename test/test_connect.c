@@ -1,5 +1,6 @@
 /*
- * test_connect.c - connections on demand (RDMACH_CONNECT=demand, the ib
+ * test_connect.c - start-up from PMI_process_mapping (the parser, and a
+ * mapping that contradicts the host ids) and connections on demand (RDMACH_CONNECT=demand, the ib
  * transport's connection manager): both ends making first contact at the
  * same moment, many times over, byte-checked; lost connection messages
  * (RDMACH_IB_CM_DROP) retried; a peer that dies before or during the
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/nodemap.h"
 #include "lib/tst.h"
 
 #define CN_TIMEOUT_MS 1000	/* RDMACH_PEER_TIMEOUT_MS of the fault cases */
@@ -32,6 +34,7 @@ struct cn_oob {
 	rdmach_oob_t oob;
 	rdmach_oob_t base;
 	char prefix[32];
+	const char *mapping;	/* PMI_process_mapping served instead */
 };
 
 static int cn_key(const struct cn_oob *o, const char *key, char *out,
@@ -59,6 +62,10 @@ static int cn_get(void *arg, const char *key, char *value, size_t len)
 	char k[256];
 	int ret = cn_key(o, key, k, sizeof(k));
 
+	if (o->mapping && !strcmp(key, "PMI_process_mapping")) {
+		snprintf(value, len, "%s", o->mapping);
+		return 0;
+	}
 	return ret ? ret : o->base.get(o->base.arg, k, value, len);
 }
 
@@ -72,6 +79,7 @@ static int cn_fence(void *arg)
 static void cn_oob_init(struct cn_oob *o, const struct tst *t, int round)
 {
 	o->base = t->oob;
+	o->mapping = NULL;
 	snprintf(o->prefix, sizeof(o->prefix), "cn%d.", round);
 	o->oob = t->oob;
 	o->oob.arg = o;
@@ -272,6 +280,25 @@ static int cn_dies_during(struct tst *t)
 	return cn_survive(t, ctx, c);
 }
 
+/* The out-of-band puts rdmach_print_stats counts. */
+static long cn_oob_puts(rdmach_ctx_t *ctx)
+{
+	char *buf = NULL, *p;
+	size_t n = 0;
+	long puts = -1;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (!f)
+		return -1;
+	rdmach_print_stats(ctx, f);
+	fclose(f);
+	p = buf ? strstr(buf, "# out-of-band: ") : NULL;
+	if (p)
+		puts = strtol(p + 15, NULL, 10);
+	free(buf);
+	return puts;
+}
+
 /* RC QPs of this process, as the kernel lists them; -1 if it cannot. */
 static int cn_kernel_rc_qps(void)
 {
@@ -307,6 +334,10 @@ static int cn_only_pairs(struct tst *t)
 	if (!ret && !cn_conns_line(ctx, line, sizeof(line)) &&
 	    !strstr(line, " ib 1, not made 3 "))
 		ret = tst_fail(t, "%s (want one connection of four)", line);
+	/* one record of the core and one of ib: none per peer */
+	if (!ret && cn_oob_puts(ctx) != 2)
+		ret = tst_fail(t, "%ld out-of-band puts (want 2)",
+			       cn_oob_puts(ctx));
 	qps = cn_kernel_rc_qps();
 	if (!ret && qps >= 0 && qps != 1)
 		ret = tst_fail(t, "the kernel lists %d RC QPs of this process "
@@ -319,9 +350,77 @@ static int cn_only_pairs(struct tst *t)
 	return ret;
 }
 
+/* PMI_process_mapping, strictly: blocks in turn, repeated; anything
+ * malformed or out of bounds refused without touching the output. */
+static int cn_nodemap_parse(struct tst *t)
+{
+	static const struct { const char *s; int size, ok; int node[8]; } c[] = {
+		{ "(vector,(0,1,4))", 4, 1, { 0, 0, 0, 0 } },
+		{ "(vector,(0,2,2))", 4, 1, { 0, 0, 1, 1 } },
+		{ "(vector,(0,2,1))", 5, 1, { 0, 1, 0, 1, 0 } },
+		{ "(vector,(0,1,2),(3,2,1))", 6, 1, { 0, 0, 3, 4, 0, 0 } },
+		{ "(vector,(0,2,1))", 1, 1, { 0 } },
+		{ "(vector)", 2, 0, { 0 } },
+		{ "(vector,(0,0,1))", 2, 0, { 0 } },
+		{ "(vector,(0,1,0))", 2, 0, { 0 } },
+		{ "(vector,(-1,1,1))", 2, 0, { 0 } },
+		{ "(vector,(0,1,1)", 2, 0, { 0 } },
+		{ "(vector,(0,1,1)) ", 2, 0, { 0 } },
+		{ "(vector,(0,1,99999999999))", 2, 0, { 0 } },
+		{ "(vector,(16777215,2,1))", 2, 0, { 0 } },
+		{ "(vector,(0,1,1),)", 2, 0, { 0 } },
+		{ "", 2, 0, { 0 } },
+	};
+	char why[160];
+	size_t i;
+	int node[8], k, ret;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		for (k = 0; k < 8; k++)
+			node[k] = -5;
+		ret = rdmach_nodemap_parse(c[i].s, c[i].size, node, why,
+					   sizeof(why));
+		TST_CHECK(t, (ret == 0) == c[i].ok, "\"%s\": %s", c[i].s,
+			  tst_errname(ret));
+		for (k = 0; k < 8; k++)
+			TST_CHECK(t, node[k] == (c[i].ok && k < c[i].size ?
+						 c[i].node[k] : -5),
+				  "\"%s\": rank %d on node %d", c[i].s, k,
+				  node[k]);
+	}
+	return 0;
+}
+
+/* A mapping that puts the two ranks (on one host) on two nodes: connect
+ * fails, naming both ranks and their host ids. */
+static int cn_nodemap_mismatch(struct tst *t)
+{
+	struct tst_capture cap;
+	char out[4096];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	int ret;
+
+	cn_oob_init(&o, t, 0);
+	o.mapping = "(vector,(0,2,1))";
+	TST_CHECK0(t, rdmach_init(&ctx, &o.oob));
+	TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	ret = rdmach_connect(ctx);
+	tst_capture_end(t, &cap, out, sizeof(out));
+	rdmach_finalize(&ctx);
+	TST_CHECK(t, ret == -EPROTO, "connect: %s", tst_errname(ret));
+	TST_CHECK(t, strstr(out, "PMI_process_mapping puts rank") &&
+		  strstr(out, "rank 0 on ") && strstr(out, "rank 1 on "),
+		  "the message names not both ranks: %s", out);
+	return 0;
+}
+
 #define CN_VICTIM_1 { 0, -SIGKILL }
 
 static const struct tst_case cn_cases[] = {
+	{ "nodemap_parse", 1, cn_nodemap_parse, TST_UNIT, NULL, { 0 } },
+	{ "nodemap_mismatch", 2, cn_nodemap_mismatch,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "simultaneous", 2, cn_simultaneous, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "lost_messages", 2, cn_lost_messages,
