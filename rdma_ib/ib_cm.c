@@ -289,7 +289,9 @@ static void ib_cm_fill(struct ib_tl *tl, int peer, struct ib_cm_msg *m)
 static void ib_cm_send(struct ib_tl *tl, int peer)
 {
 	struct ib_cm *cm = tl->cm;
-	unsigned int slot = cm->send_next++ % IB_CM_SENDS;
+	/* sends complete in order: with fewer than IB_CM_SENDS out, the
+	 * slot IB_CM_SENDS sends back is free */
+	unsigned int slot = cm->send_next % IB_CM_SENDS;
 	uint8_t *b = cm->buf + IB_CM_RECVS * IB_CM_RSLOT +
 		     slot * sizeof(struct ib_cm_msg);
 	struct ibv_sge sge = { .addr = (uintptr_t)b,
@@ -314,6 +316,7 @@ static void ib_cm_send(struct ib_tl *tl, int peer)
 			     peer, strerror(errno));
 		return;
 	}
+	cm->send_next++;
 	cm->sends_out++;
 }
 
