@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -626,7 +627,13 @@ int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
 	ib_cm_progress(tl);
 	if (conn->err)
 		return conn->err;
-	return conn->tl ? 1 : 0;
+	if (conn->tl)
+		return 1;
+	/* the answer comes from the peer's process and the kernel (rxe
+	 * runs in it): a caller spinning on put must not starve them on
+	 * an oversubscribed host; a yield costs nothing beside a round trip */
+	sched_yield();
+	return 0;
 }
 
 int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
