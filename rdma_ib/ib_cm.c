@@ -631,8 +631,10 @@ int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
 		return 1;
 	/* the answer comes from the peer's process and the kernel (rxe
 	 * runs in it): a caller spinning on put must not starve them on
-	 * an oversubscribed host; a yield costs nothing beside a round trip */
-	sched_yield();
+	 * an oversubscribed host; a yield costs nothing beside a round trip
+	 * (a get polling a pair nobody connects does not wait on anything) */
+	if (tl->cm->peers[peer].active)
+		sched_yield();
 	return 0;
 }
 
