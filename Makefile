@@ -236,6 +236,7 @@ FUZZ_SRCS_fuzz_shm_rndv := $(FUZZ_SHM_SRCS)
 # rdma_ib's readers of what the peer RDMA-writes, on plain memory
 FUZZ_SRCS_fuzz_ib_ring := proto/ring.c
 FUZZ_SRCS_fuzz_ib_spipe := proto/spipe.c core/iov.c core/log.c
+FUZZ_SRCS_fuzz_nodemap := core/nodemap.c
 FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_O)/%)
 FUZZ_HDRS := $(wildcard include/*.h core/*.h pmi/*.h proto/*.h rdma_shm/*.h \

@@ -17,12 +17,13 @@
 #include "iov.h"
 #include "knob.h"
 #include "log.h"
+#include "nodemap.h"
 #include "oobval.h"
 #include "tl.h"
 
 enum { CORE_KNOB_TRANSPORT, CORE_KNOB_VERBOSE, CORE_KNOB_PEER_TIMEOUT,
        CORE_KNOB_FINALIZE_TIMEOUT, CORE_KNOB_STALL_WARN, CORE_KNOB_STATS,
-       CORE_KNOB_NUM };
+       CORE_KNOB_CONNECT, CORE_KNOB_NUM };
 
 static const struct rdmach_knob core_knobs[CORE_KNOB_NUM] = {
 	[CORE_KNOB_TRANSPORT] = { "RDMACH_TRANSPORT", RDMACH_KNOB_STRING,
@@ -43,6 +44,11 @@ static const struct rdmach_knob core_knobs[CORE_KNOB_NUM] = {
 		"warn once when a put has made no progress this long (0: never)" },
 	[CORE_KNOB_STATS] = { "RDMACH_STATS", RDMACH_KNOB_BOOL, "0", 0, 1,
 		"print every connection's counters on stderr at finalize" },
+	[CORE_KNOB_CONNECT] = { "RDMACH_CONNECT", RDMACH_KNOB_STRING, "all",
+		0, 0,
+		"all: rdmach_connect connects every pair; demand: a transport "
+		"that can (ib) connects a pair at its first put, and start-up "
+		"reads only the records of ranks on this host" },
 };
 RDMACH_KNOB_TABLE(core, core_knobs);
 
@@ -93,6 +99,11 @@ struct core_ctx_extra {
 	int print_stats;
 	int tl_peers[RDMACH_TL_MAX];	/* peers each transport reaches */
 	unsigned char *same_host;	/* [size], after connect: host ids equal */
+	char hostid[160];		/* this rank's (core_hostid) */
+	int remote_tl;			/* demand: the transport for ranks
+					 * whose record is not read yet, or -1 */
+	/* out-of-band calls of this context (RDMACH_STATS) */
+	uint64_t oob_puts, oob_gets, oob_fences;
 };
 
 struct core_ctx {
@@ -199,7 +210,8 @@ int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 		return err;
 	n = snprintf(conn->errmsg, sizeof(conn->errmsg),
 		     "connection to rank %d (%s) failed: ", conn->peer,
-		     conn->tl ? conn->tl->ops->name : "none");
+		     conn->tl ? conn->tl->ops->name :
+		     conn->via ? conn->via->ops->name : "none");
 	va_start(ap, fmt);
 	vsnprintf(conn->errmsg + n, sizeof(conn->errmsg) - (size_t)n, fmt, ap);
 	va_end(ap);
@@ -228,6 +240,7 @@ int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value)
 			   ctx->oob.value_max);
 		return -E2BIG;
 	}
+	core_of(ctx)->x.oob_puts++;
 	ret = ctx->oob.put(ctx->oob.arg, key, value);
 	if (ret)
 		rdmach_err("out-of-band put of %s failed: %s", key,
@@ -235,10 +248,18 @@ int rdmach_oob_put(struct rdmach_ctx *ctx, const char *key, const char *value)
 	return ret;
 }
 
+/* A get that may find nothing (no message): counted like every get. */
+static int core_oob_try_get(struct rdmach_ctx *ctx, const char *key,
+			    char *value, size_t len)
+{
+	core_of(ctx)->x.oob_gets++;
+	return ctx->oob.get(ctx->oob.arg, key, value, len);
+}
+
 int rdmach_oob_get(struct rdmach_ctx *ctx, const char *key, char *value,
 		   size_t len)
 {
-	int ret = ctx->oob.get(ctx->oob.arg, key, value, len);
+	int ret = core_oob_try_get(ctx, key, value, len);
 
 	if (ret)
 		rdmach_err("out-of-band get of %s failed: %s", key,
@@ -248,7 +269,10 @@ int rdmach_oob_get(struct rdmach_ctx *ctx, const char *key, char *value,
 
 static int core_fence(struct rdmach_ctx *ctx, const char *what)
 {
-	int ret = ctx->oob.fence(ctx->oob.arg);
+	int ret;
+
+	core_of(ctx)->x.oob_fences++;
+	ret = ctx->oob.fence(ctx->oob.arg);
 
 	if (ret)
 		rdmach_err("out-of-band fence (%s) failed: %s", what,
@@ -286,6 +310,7 @@ static int core_read_knobs(struct core_ctx *c)
 {
 	const struct rdmach_knob *k = core_knobs;
 	uint64_t verbose, peer_ms, fin_ms, stall_ms, stats;
+	const char *want;
 	int ret;
 
 	if (rdmach_knob_check_tables() ||
@@ -308,6 +333,12 @@ static int core_read_knobs(struct core_ctx *c)
 	c->pub.finalize_timeout_ns = fin_ms * 1000000u;
 	c->x.stall_warn_ns = stall_ms * 1000000u;
 	c->x.print_stats = (int)stats;
+	want = rdmach_knob_str(&k[CORE_KNOB_CONNECT]);
+	if (strcmp(want, "all") && strcmp(want, "demand")) {
+		rdmach_err("RDMACH_CONNECT=%s: expected all or demand", want);
+		return -EINVAL;
+	}
+	c->pub.demand = !strcmp(want, "demand");
 	return 0;
 }
 
@@ -432,6 +463,8 @@ err_free:
 struct core_peer_info {
 	char hostid[CORE_HOSTID_MAX];
 	unsigned tl_mask;
+	int known;		/* read; under demand a remote rank's is read
+				 * at first contact */
 };
 
 /* hostname + boot id: equal strings mean one kernel, one shm domain. */
@@ -529,7 +562,7 @@ static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
 	char key[64], val[3 * CORE_WHY_MAX + 1], esc[128];
 
 	snprintf(key, sizeof(key), "rdmach-why-%d", r);
-	if (ctx->oob.get(ctx->oob.arg, key, val, sizeof(val)))
+	if (core_oob_try_get(ctx, key, val, sizeof(val)))
 		snprintf(buf, len, "reason unknown");
 	else if (rdmach_oobval_decode(val, buf, len))
 		snprintf(buf, len, "reason unknown (malformed: \"%s\")",
@@ -558,17 +591,80 @@ static int core_parse_peer_info(const char *val, int r,
 	return 0;
 }
 
-static int core_exchange_info(struct rdmach_ctx *ctx,
-			      struct core_peer_info *info)
+/* Rank r's record, "mask:hostid" (core_exchange_info), into *out. */
+static int core_read_record(struct rdmach_ctx *ctx, int r,
+			    struct core_peer_info *out)
 {
-	char key[64], val[CORE_HOSTID_MAX + 16], me[CORE_HOSTID_MAX];
+	char key[64], val[CORE_HOSTID_MAX + 16];
+	int ret;
+
+	snprintf(key, sizeof(key), "rdmach-%d", r);
+	ret = rdmach_oob_get(ctx, key, val, sizeof(val));
+	if (!ret)
+		ret = core_parse_peer_info(val, r, out);
+	if (!ret)
+		out->known = 1;
+	return ret;
+}
+
+/* PMI_process_mapping into node_of[]: 1; 0 when the server has none (the
+ * exchange of every host id is the fallback), or a malformed one
+ * (warned). */
+static int core_read_nodemap(struct rdmach_ctx *ctx, int *node_of)
+{
+	size_t len = ctx->oob.value_max + 1;
+	char *val = malloc(len), why[160], esc[256];
+	int ret = 0;
+
+	if (!val || core_oob_try_get(ctx, "PMI_process_mapping", val, len) ||
+	    !val[0])
+		goto out;
+	if (rdmach_nodemap_parse(val, ctx->size, node_of, why, sizeof(why))) {
+		rdmach_warn("PMI_process_mapping \"%s\": %s; every rank's host "
+			    "id is read instead",
+			    rdmach_log_esc(val, esc, sizeof(esc)), why);
+		goto out;
+	}
+	ret = 1;
+out:
+	free(val);
+	return ret;
+}
+
+/* The mapping says rank r is (or is not) on this node: its host id must
+ * agree. */
+static int core_check_mapped(struct rdmach_ctx *ctx, int r,
+			     const struct core_peer_info *pi, int mapped_local)
+{
+	char e1[4 * CORE_HOSTID_MAX], e2[4 * CORE_HOSTID_MAX];
+
+	if ((strcmp(pi->hostid, core_of(ctx)->x.hostid) == 0) == mapped_local)
+		return 0;
+	rdmach_err("PMI_process_mapping puts rank %d %s rank %d (this rank), "
+		   "but their host ids say otherwise: rank %d on %s, rank %d "
+		   "on %s", r, mapped_local ? "on the node of" :
+		   "on another node than", ctx->rank, r,
+		   rdmach_log_esc(pi->hostid, e1, sizeof(e1)), ctx->rank,
+		   rdmach_log_esc(core_of(ctx)->x.hostid, e2, sizeof(e2)));
+	return -EPROTO;
+}
+
+/* Publish this rank's record; read those of the ranks on this node (per
+ * PMI_process_mapping) or, without a mapping or when every pair is
+ * connected now, of every rank. */
+static int core_exchange_info(struct rdmach_ctx *ctx,
+			      struct core_peer_info *info, int *node_of,
+			      int *mapped)
+{
+	char key[64], val[CORE_HOSTID_MAX + 16];
+	char *me = core_of(ctx)->x.hostid;
 	unsigned mask = 0;
 	int i, t, ret;
 
 	for (t = 0; t < RDMACH_TL_MAX; t++)
 		if (ctx->tls[t])
 			mask |= 1u << t;
-	core_hostid(me, sizeof(me));
+	core_hostid(me, CORE_HOSTID_MAX);
 	snprintf(key, sizeof(key), "rdmach-%d", ctx->rank);
 	snprintf(val, sizeof(val), "%x:%s", mask, me);
 	ret = rdmach_oob_put(ctx, key, val);
@@ -579,12 +675,15 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 	ret = core_fence(ctx, "host ids");
 	if (ret)
 		return ret;
+	*mapped = core_read_nodemap(ctx, node_of);
 	for (i = 0; i < ctx->size; i++) {
-		snprintf(key, sizeof(key), "rdmach-%d", i);
-		ret = rdmach_oob_get(ctx, key, val, sizeof(val));
-		if (ret)
-			return ret;
-		ret = core_parse_peer_info(val, i, &info[i]);
+		int local = *mapped && node_of[i] == node_of[ctx->rank];
+
+		if (*mapped && ctx->demand && !local)
+			continue;
+		ret = core_read_record(ctx, i, &info[i]);
+		if (!ret && *mapped)
+			ret = core_check_mapped(ctx, i, &info[i], local);
 		if (ret)
 			return ret;
 	}
@@ -676,10 +775,46 @@ static void core_report_unreachable(struct rdmach_ctx *ctx,
 		   rdmach_knob_str(&core_knobs[CORE_KNOB_TRANSPORT]));
 }
 
+/* Demand with a mapping: the ranks on other nodes go through the first
+ * transport this rank opened that reaches other hosts; whether the peer
+ * has it too is checked at first contact (core_contact). */
+static int core_plan_remote(struct rdmach_ctx *ctx,
+			    const struct core_peer_info *info, int *choice)
+{
+	int *remote_tl = &core_of(ctx)->x.remote_tl;
+	char why[CORE_WHY_MAX];
+	int b, t;
+
+	for (t = 0, *remote_tl = -1; t < RDMACH_TL_MAX && *remote_tl < 0; t++)
+		if (ctx->tls[t] && !ctx->tls[t]->ops->same_host_only)
+			*remote_tl = t;
+	for (b = 0; b < ctx->size; b++) {
+		if (info[b].known) {
+			choice[b] = core_choose(ctx, info, ctx->rank, b);
+			if (choice[b] < 0) {
+				core_report_unreachable(ctx, info, ctx->rank,
+							b);
+				return -ENODEV;
+			}
+		} else if (*remote_tl < 0 || core_forced_local(ctx)) {
+			core_why_local(ctx, why, sizeof(why));
+			rdmach_err("rank %d is on another node and this rank "
+				   "reaches no other host: %s", b, why);
+			return -ENODEV;
+		} else {
+			choice[b] = *remote_tl;
+		}
+	}
+	return 0;
+}
+
 static int core_plan(struct rdmach_ctx *ctx, const struct core_peer_info *info,
-		     int *choice)
+		     int *choice, int partial)
 {
 	int a, b;
+
+	if (partial)
+		return core_plan_remote(ctx, info, choice);
 
 	/* Every process checks every pair, so all fail alike or none does. */
 	for (a = 0; a < ctx->size; a++) {
@@ -720,6 +855,9 @@ static int core_run_phase(struct rdmach_ctx *ctx, const int *choice,
 		for (i = 0, n = 0; i < ctx->size; i++)
 			if (choice[i] == t)
 				peers[n++] = i;
+		/* on demand: connect_peer does it later */
+		if (phase && ctx->demand && tl->ops->connect_peer)
+			n = 0;
 		ret = fn(tl, peers, n);
 		if (ret)
 			return ret;
@@ -746,7 +884,7 @@ static int core_keep_locality(struct rdmach_ctx *ctx,
 int rdmach_connect(rdmach_ctx_t *ctx)
 {
 	struct core_peer_info *info;
-	int *choice, *peers;
+	int *choice, *peers, mapped = 0;
 	int t, i, ret = -ENOMEM;
 
 	if (!ctx)
@@ -760,14 +898,19 @@ int rdmach_connect(rdmach_ctx_t *ctx)
 	peers = calloc((size_t)ctx->size, sizeof(*peers));
 	if (!info || !choice || !peers)
 		goto out;
-	ret = core_exchange_info(ctx, info);
+	/* peers doubles as the node map until the phases need it */
+	ret = core_exchange_info(ctx, info, peers, &mapped);
 	if (ret)
 		goto out;
-	ret = core_plan(ctx, info, choice);
-	if (!ret)
+	ret = core_plan(ctx, info, choice, mapped && ctx->demand);
+	if (!ret)	/* a rank not read yet (demand) is on another host */
 		ret = core_keep_locality(ctx, info);
 	if (ret)
 		goto out;
+	for (i = 0; i < ctx->size; i++) {
+		ctx->conns[i].via = ctx->tls[choice[i]];
+		ctx->conns[i].contacted = info[i].known;
+	}
 	ret = core_run_phase(ctx, choice, peers, 0);
 	if (ret)
 		goto out;
@@ -816,17 +959,69 @@ int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp)
 
 /* ---- data path -------------------------------------------------------- */
 
+/* First contact with a rank whose record was not read at start-up (on
+ * another node, per PMI_process_mapping): read it; the pair needs the
+ * transport this rank chose for it, and another host id than ours. */
+static int core_contact(struct rdmach_conn *conn)
+{
+	struct rdmach_ctx *ctx = conn->ctx;
+	struct core_peer_info pi;
+	char hn[CORE_HOSTID_MAX];
+	int ret;
+
+	memset(&pi, 0, sizeof(pi));
+	ret = core_read_record(ctx, conn->peer, &pi);
+	if (!ret)
+		ret = core_check_mapped(ctx, conn->peer, &pi, 0);
+	if (ret)
+		return rdmach_conn_fail(conn, ret, "its record (host id) is "
+					"missing or does not fit the mapping");
+	if (!(pi.tl_mask & (1u << conn->via->ops->id))) {
+		core_host_name(pi.hostid, hn, sizeof(hn));
+		return rdmach_conn_fail(conn, -ENODEV, "rank %d on host %s has "
+					"no %s transport", conn->peer, hn,
+					conn->via->ops->name);
+	}
+	conn->contacted = 1;
+	return 0;
+}
+
+/* A connection that is not up: start it (start: a put wants it) or move
+ * it on.  0 when up now, -EINPROGRESS while not, or its error. */
+static __attribute__((noinline)) int core_demand(struct rdmach_conn *conn,
+						 int start)
+{
+	struct rdmach_tl *via = conn->via;
+	int ret;
+
+	if (!via || !via->ops->connect_peer)
+		return -ENOTCONN;
+	if (conn->err)
+		return conn->err;
+	if (!conn->contacted && start) {
+		ret = core_contact(conn);
+		if (ret)
+			return ret;
+	}
+	ret = via->ops->connect_peer(via, conn->peer, start &&
+				     conn->contacted);
+	if (ret < 0)
+		return ret;
+	return conn->tl ? 0 : -EINPROGRESS;
+}
+
 /* Argument checks of put and get (the general path; the common call has
- * core_fast_call); 0 and *total set, or a negative errno. */
-static int core_check_call(const struct rdmach_conn *conn,
-			   const struct iovec *iov, int iovcnt, size_t *total)
+ * core_fast_call); 0 and *total set, -EINPROGRESS while the connection is
+ * being made (start: a put, which starts it), or a negative errno. */
+static int core_check_call(struct rdmach_conn *conn, const struct iovec *iov,
+			   int iovcnt, size_t *total, int start)
 {
 	if (!core_conn_live(conn))
 		return conn ? -EBADF : -EINVAL;
 	if (rdmach_iov_check(iov, iovcnt, total))
 		return -EINVAL;
 	if (!conn->tl)
-		return -ENOTCONN;
+		return core_demand(conn, start && *total);
 	return 0;
 }
 
@@ -921,9 +1116,9 @@ core_put_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt,
 	ssize_t n;
 	int ret;
 
-	ret = core_check_call(conn, iov, iovcnt, &total);
+	ret = core_check_call(conn, iov, iovcnt, &total, 1);
 	if (ret)
-		return ret;
+		return ret == -EINPROGRESS ? 0 : ret;
 	if (conn->err)
 		return conn->err;
 	if (!total)
@@ -984,8 +1179,16 @@ int rdmach_put_done(rdmach_conn_t *conn, uint64_t *done)
 		return -EINVAL;
 	if (!core_conn_live(conn))
 		return conn ? -EBADF : -EINVAL;
-	if (!conn->tl)
-		return -ENOTCONN;
+	if (!conn->tl) {
+		/* nothing put yet: nothing pending */
+		ret = core_demand(conn, 0);
+		if (ret && ret != -EINPROGRESS)
+			return ret;
+		if (!conn->tl) {
+			*done = 0;
+			return 0;
+		}
+	}
 	if (conn->tl->ops->put_done)
 		ret = conn->tl->ops->put_done(conn, &d);
 	if (ret < 0)
@@ -1007,9 +1210,9 @@ core_get_slow(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt)
 	size_t total;
 	int ret;
 
-	ret = core_check_call(conn, iov, iovcnt, &total);
+	ret = core_check_call(conn, iov, iovcnt, &total, 0);
 	if (ret)
-		return ret;
+		return ret == -EINPROGRESS ? 0 : ret;
 	if (!total)
 		return conn->err;
 	return core_get_done(conn, conn->tl->ops->get(conn, iov, iovcnt,
@@ -1034,8 +1237,11 @@ ssize_t rdmach_peek(rdmach_conn_t *conn, const void **buf)
 		return -EINVAL;
 	if (!core_conn_live(conn))
 		return -EBADF;
-	if (!conn->tl)
-		return -ENOTCONN;
+	if (!conn->tl) {
+		n = core_demand(conn, 0);
+		if (n)
+			return n == -EINPROGRESS ? 0 : n;
+	}
 	if (conn->err)
 		return conn->err;
 	if (!conn->tl->ops->peek)
@@ -1215,9 +1421,9 @@ const char *rdmach_conn_error(const rdmach_conn_t *conn)
 
 const char *rdmach_conn_transport(const rdmach_conn_t *conn)
 {
-	if (!conn || !core_conn_live(conn) || !conn->tl)
+	if (!conn || !core_conn_live(conn) || !(conn->tl || conn->via))
 		return "none";
-	return conn->tl->ops->name;
+	return conn->tl ? conn->tl->ops->name : conn->via->ops->name;
 }
 
 int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer)
@@ -1328,6 +1534,32 @@ static void core_print_large(FILE *out, const rdmach_stats_t *s)
 		(unsigned long long)s->why_forced);
 }
 
+/* Connections made, by transport, and the out-of-band traffic of the
+ * context (kept out of rdmach_stats_t: its size is part of the ABI). */
+static void core_print_conns(FILE *out, const struct rdmach_ctx *ctx)
+{
+	const struct core_ctx_extra *x = &core_of(ctx)->x;
+	int made[RDMACH_TL_MAX] = { 0 }, none = 0, i, t;
+
+	for (i = 0; i < ctx->size; i++) {
+		if (ctx->conns[i].tl)
+			made[ctx->conns[i].tl->ops->id]++;
+		else
+			none++;
+	}
+	fprintf(out, "# connections:");
+	for (t = 0; t < RDMACH_TL_MAX; t++)
+		if (ctx->tls[t])
+			fprintf(out, " %s %d,", ctx->tls[t]->ops->name,
+				made[t]);
+	fprintf(out, " not made %d (RDMACH_CONNECT=%s)\n", none,
+		ctx->demand ? "demand" : "all");
+	fprintf(out, "# out-of-band: %llu puts, %llu gets, %llu fences\n",
+		(unsigned long long)x->oob_puts,
+		(unsigned long long)x->oob_gets,
+		(unsigned long long)x->oob_fences);
+}
+
 void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 {
 	uint64_t in_place_reads = 0, in_place_bytes = 0;
@@ -1367,4 +1599,5 @@ void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 			"%llu bytes\n", (unsigned long long)in_place_reads,
 			(unsigned long long)in_place_bytes);
 	core_print_large(out, &sum);
+	core_print_conns(out, ctx);
 }

@@ -10,7 +10,15 @@
  *   ops->connect(tl, peers): oob get, connect endpoints;    fence
  *   ops->ready(tl): local clean-up (e.g. close exchange fds)
  * Every transport that opened runs every phase, with npeers possibly 0, so
- * that the fences stay collective.
+ * that the fences stay collective.  Publish puts at most one key per rank
+ * and transport (one record, read by a peer at first contact).
+ *
+ * Connections on demand (RDMACH_CONNECT=demand): a transport with
+ * connect_peer gets its peers in publish (to size what is shared) but
+ * none in connect; the core then calls connect_peer from the first put
+ * (start = 1) or get/peek/progress (start = 0) on a connection whose tl
+ * is not set yet.  The transport sets conn->tl (= conn->via) when the
+ * connection is up, also for connections a peer started.
  */
 #ifndef RDMACH_CORE_TL_H
 #define RDMACH_CORE_TL_H
@@ -35,6 +43,12 @@ struct rdmach_tl_ops {
 	int (*publish)(struct rdmach_tl *tl, const int *peers, int npeers);
 	int (*connect)(struct rdmach_tl *tl, const int *peers, int npeers);
 	int (*ready)(struct rdmach_tl *tl);
+	/* Optional: connections on demand (above).  start: begin one if none
+	 * is under way (else only advance: answer the peer, retry, time
+	 * out).  1 when up (conn->tl set), 0 while under way or not started,
+	 * or a negative errno (after rdmach_conn_fail: a peer that never
+	 * answers fails with -ECONNRESET within RDMACH_PEER_TIMEOUT_MS). */
+	int (*connect_peer)(struct rdmach_tl *tl, int peer, int start);
 	/* iov/iovcnt already checked by the core; total = sum of lengths > 0.
 	 * Return bytes completed (0..total) or a negative errno; a transport
 	 * that detects a failure calls rdmach_conn_fail() first. */
@@ -92,6 +106,9 @@ enum { RDMACH_TL_SHM, RDMACH_TL_IB, RDMACH_TL_MAX };
 struct rdmach_conn {
 	struct rdmach_ctx *ctx;
 	struct rdmach_tl *tl;		/* NULL until connected */
+	struct rdmach_tl *via;		/* the transport chosen for the peer
+					 * (set by connect; tl = via once up) */
+	int contacted;			/* the peer's record was checked */
 	void *priv;			/* transport's per-connection state */
 	int peer;
 	int err;			/* 0, or the negative errno of a failure */
@@ -114,6 +131,7 @@ struct rdmach_ctx {
 	uint64_t finalize_timeout_ns;
 	uint64_t peer_timeout_ns;
 	rdmach_stats_t ctx_stats;	/* context-wide: rcache figures */
+	int demand;			/* RDMACH_CONNECT=demand */
 };
 
 /* Mark conn failed (first failure wins), log the message once at error

@@ -5,7 +5,9 @@
  * collective rdmach_connect() every ordered pair of processes has a FIFO byte
  * pipe: rdmach_put() on my connection to peer P appends bytes to the pipe
  * that P reads with rdmach_get() on its connection to me.  A connection to
- * one's own rank is a pipe to oneself.
+ * one's own rank is a pipe to oneself.  With RDMACH_CONNECT=demand a
+ * transport that can (ib) makes a pair's connection at its first put
+ * instead of in rdmach_connect (below).
  *
  * Contract
  * --------
@@ -153,7 +155,20 @@ RDMACH_API int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
 
 /* 2. connect: collective over the group; sets up every connection.  Peers on
  * the same host use shared memory, others InfiniBand/RoCE, unless
- * RDMACH_TRANSPORT=shm|ib forces one. */
+ * RDMACH_TRANSPORT=shm|ib forces one.  Which ranks share a host comes from
+ * the process manager's PMI_process_mapping where it serves one (checked
+ * against the host ids of the ranks it calls local), else from every
+ * rank's host id.  RDMACH_CONNECT=demand: connect only chooses each
+ * pair's transport and sets up shm; an ib connection is made by the first
+ * put on it (which returns 0 until it is up: retry, as for a full ring),
+ * or by the peer's first put, answered by any call of this process that
+ * polls (a put or get on any ib connection, rdmach_progress).  A get or
+ * peek on a connection not up returns 0; a peer that does not answer
+ * fails the connection with -ECONNRESET within RDMACH_PEER_TIMEOUT_MS
+ * (a peer that makes no rdmach call for that long counts as dead; so
+ * does one that finalized before the pair ever connected: its put gives
+ * -ECONNRESET, not -EPIPE, and a get on a pair never connected returns
+ * 0, not -ESHUTDOWN). */
 RDMACH_API int rdmach_connect(rdmach_ctx_t *ctx);
 
 /* The connection to `peer` (0..size-1), valid from connect to finalize. */

@@ -341,6 +341,42 @@ int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 	return 0;
 }
 
+/* Can our port reach the peer's at all?  RoCE has no LIDs; a RoCE v2
+ * packet carries an IPv4 or an IPv6 header, the same at both ends. */
+int ib_dev_check_reach(const struct ib_dev *d, int peer,
+		       const struct ib_addr *r)
+{
+	char g1[48], g2[48];
+
+	if (d->is_roce && r->lid) {
+		rdmach_err("ib: rank %d is on an InfiniBand port (LID %u), "
+			   "this rank on RoCE (%s port %u): no path between "
+			   "them", peer, r->lid, d->name, d->port);
+		return -ENETUNREACH;
+	}
+	if (!d->is_roce && !r->lid) {
+		rdmach_err("ib: rank %d has no LID (a RoCE port, or an "
+			   "InfiniBand port without a subnet manager), this "
+			   "rank is on InfiniBand (%s port %u, LID %u)", peer,
+			   d->name, d->port, d->lid);
+		return -ENETUNREACH;
+	}
+	if (d->is_roce &&
+	    ib_gid_is_v4mapped(&r->gid) != ib_gid_is_v4mapped(&d->gid)) {
+		rdmach_err("ib: rank %d's RoCE GID %s is %s, this rank's "
+			   "(%s port %u GID %d) %s is %s: both ends need an "
+			   "address of one IP family (an IPv4 address on "
+			   "each host's RDMA interface, or RDMACH_IB_GID_INDEX)",
+			   peer, ib_gid_str(&r->gid, g1, sizeof(g1)),
+			   ib_gid_is_v4mapped(&r->gid) ? "IPv4" : "IPv6",
+			   d->name, d->port, d->gid_index,
+			   ib_gid_str(&d->gid, g2, sizeof(g2)),
+			   ib_gid_is_v4mapped(&d->gid) ? "IPv4" : "IPv6");
+		return -ENETUNREACH;
+	}
+	return 0;
+}
+
 void ib_addr_format(const struct ib_addr *a, char *buf, size_t len)
 {
 	char gid[33];

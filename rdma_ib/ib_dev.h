@@ -100,6 +100,11 @@ enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *remote,
 int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
 		  const struct ib_addr *remote, const struct ib_qp_params *p);
 
+/* Can our port reach the peer's (rank peer) at all?  0, or
+ * -ENETUNREACH with a message naming what differs. */
+int ib_dev_check_reach(const struct ib_dev *d, int peer,
+		       const struct ib_addr *r);
+
 void ib_addr_format(const struct ib_addr *a, char *buf, size_t len);
 int ib_addr_parse(const char *s, struct ib_addr *a);
 

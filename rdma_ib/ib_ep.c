@@ -213,8 +213,13 @@ __attribute__((noinline)) int ib_ep_poll(struct ib_tl *tl)
 	while ((n = ibv_poll_cq(tl->cq, 16, wc)) > 0) {
 		for (i = 0; i < n; i++) {
 			uint64_t wr_id = wc[i].wr_id;
-			struct ib_conn *ic = tl->conns[wr_id & ~IB_ZC_WRID];
+			struct ib_conn *ic;
 
+			if (__builtin_expect(wr_id & IB_CM_WRID, 0)) {
+				tl->cm_wc(tl, &wc[i]);
+				continue;
+			}
+			ic = tl->conns[wr_id & ~IB_ZC_WRID];
 			if (!ic)
 				continue;
 			if (wr_id & IB_ZC_WRID) {

@@ -15,6 +15,7 @@
 #include "core/knob.h"
 #include "core/log.h"
 #include "core/tl.h"
+#include "ib_cm.h"
 #include "ib_dev.h"
 #include "ib_ep.h"
 #include "ib_fork.h"
@@ -27,7 +28,7 @@
 enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_CREDIT, IB_K_SQ, IB_K_INLINE, IB_K_MTU, IB_K_TIMEOUT,
        IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
-       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_NUM };
+       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_NUM };
 
 static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 	[IB_K_DEVICE] = { "RDMACH_IB_DEVICE", RDMACH_KNOB_STRING, "", 0, 0,
@@ -73,6 +74,10 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 	[IB_K_ZC_YIELD] = { "RDMACH_ZCOPY_YIELD", RDMACH_KNOB_BOOL, "1", 0, 1,
 		"a get waiting for its RDMA reads yields the CPU every 1024 "
 		"empty polls (Soft-RoCE, oversubscribed cores)" },
+	[IB_K_CM_DROP] = { "RDMACH_IB_CM_DROP", RDMACH_KNOB_UINT, "0", 0,
+		1000, "test hook: the connection manager drops the first n "
+		"messages it receives (requests and replies; retransmission "
+		"makes up for them)" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
@@ -91,11 +96,14 @@ static int ib_progress(struct rdmach_tl *base)
 	struct ib_tl *tl = (struct ib_tl *)base;
 	int i, ret;
 
+	if (!tl->cq)
+		return 0;
 	ret = ib_ep_poll(tl);
 	if (ret)
 		return ret;
+	ib_cm_progress(tl);
 	for (i = 0; i < base->ctx->size; i++)
-		if (tl->conns[i])
+		if (tl->conns[i] && base->ctx->conns[i].tl == base)
 			ib_ep_progress(tl->conns[i]);
 	return 0;
 }
@@ -143,6 +151,7 @@ static int ib_read_knobs(struct ib_tl *tl, unsigned int *port)
 	tl->zc_cfg.read_max = v[IB_K_ZC_READ];
 	tl->zc_cfg.bounce = v[IB_K_ZC_BOUNCE];
 	tl->zc_cfg.yield = (int)v[IB_K_ZC_YIELD];
+	tl->cm_drop = (unsigned int)v[IB_K_CM_DROP];
 	*port = (unsigned int)v[IB_K_PORT];
 	return 0;
 }
@@ -193,16 +202,18 @@ err_free:
 	return ret;
 }
 
+/* The CQ every QP shares (sized for the peers this rank may connect)
+ * and the connection manager, whose record is this rank's one key. */
 static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 {
 	struct ib_tl *tl = (struct ib_tl *)base;
-	struct rdmach_ctx *ctx = base->ctx;
-	char key[64], val[IB_ADDR_STRLEN];
-	int cqe, i, ret;
+	int cqe;
 
+	(void)peers;
 	if (!npeers)
 		return 0;
-	cqe = (int)tl->sq_depth * (npeers + 1) + 16;
+	tl->cm_peers = (unsigned int)npeers;
+	cqe = (int)tl->sq_depth * (npeers + 1) + 16 + IB_CM_CQE;
 	if (tl->dev.max_cqe > 0 && cqe > tl->dev.max_cqe)
 		cqe = tl->dev.max_cqe;
 	tl->cq = ibv_create_cq(tl->dev.ctx, cqe, NULL, NULL, 0);
@@ -211,143 +222,14 @@ static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 			   tl->dev.name, strerror(errno));
 		return -ENOMEM;
 	}
-	for (i = 0; i < npeers; i++) {
-		struct ib_conn *ic = ib_ep_create(tl, peers[i]);
-		struct ib_addr a;
-
-		if (!ic)
-			return -ENOMEM;
-		tl->conns[peers[i]] = ic;
-		ic->conn->priv = ic;
-		ic->conn->tl = base;
-		if (peers[i] == ctx->rank)
-			continue;
-		ib_ep_local_addr(ic, ic->qp, &a);
-		ib_addr_format(&a, val, sizeof(val));
-		snprintf(key, sizeof(key), "ib-%d-%d", ctx->rank, peers[i]);
-		ret = rdmach_oob_put(ctx, key, val);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	return ib_cm_open(tl);
 }
 
-/* Can our port reach the peer's at all?  RoCE has no LIDs; a RoCE v2
- * packet carries an IPv4 or an IPv6 header, the same at both ends. */
-static int ib_check_reach(const struct ib_tl *tl, int peer, const struct ib_addr *r)
-{
-	const struct ib_dev *d = &tl->dev;
-	char g1[48], g2[48];
-
-	if (d->is_roce && r->lid) {
-		rdmach_err("ib: rank %d is on an InfiniBand port (LID %u), "
-			   "this rank on RoCE (%s port %u): no path between "
-			   "them", peer, r->lid, d->name, d->port);
-		return -ENETUNREACH;
-	}
-	if (!d->is_roce && !r->lid) {
-		rdmach_err("ib: rank %d has no LID (a RoCE port, or an "
-			   "InfiniBand port without a subnet manager), this "
-			   "rank is on InfiniBand (%s port %u, LID %u)", peer,
-			   d->name, d->port, d->lid);
-		return -ENETUNREACH;
-	}
-	if (d->is_roce &&
-	    ib_gid_is_v4mapped(&r->gid) != ib_gid_is_v4mapped(&d->gid)) {
-		rdmach_err("ib: rank %d's RoCE GID %s is %s, this rank's "
-			   "(%s port %u GID %d) %s is %s: both ends need an "
-			   "address of one IP family (an IPv4 address on "
-			   "each host's RDMA interface, or RDMACH_IB_GID_INDEX)",
-			   peer, ib_gid_str(&r->gid, g1, sizeof(g1)),
-			   ib_gid_is_v4mapped(&r->gid) ? "IPv4" : "IPv6",
-			   d->name, d->port, d->gid_index,
-			   ib_gid_str(&d->gid, g2, sizeof(g2)),
-			   ib_gid_is_v4mapped(&d->gid) ? "IPv4" : "IPv6");
-		return -ENETUNREACH;
-	}
-	return 0;
-}
-
-/* Can we talk to the peer that sent r?  Names what differs. */
-static int ib_check_peer(const struct ib_tl *tl, int peer, const struct ib_addr *r)
-{
-	int ret = ib_check_reach(tl, peer, r);
-
-	if (ret)
-		return ret;
-	if (r->wire != IB_WIRE_VERSION) {
-		rdmach_err("ib: rank %d speaks rdma_ib wire version %u, this "
-			   "rank %u: run the same rdmach build on every host",
-			   peer, r->wire, IB_WIRE_VERSION);
-		return -EPROTO;
-	}
-	if (r->ring_size != tl->ring_size) {
-		rdmach_err("ib: rank %d has RDMACH_IB_RING_SIZE=%" PRIu64
-			   ", this rank %" PRIu64 ": set the same everywhere",
-			   peer, r->ring_size, tl->ring_size);
-		return -EINVAL;
-	}
-	if (r->mode && r->mode != tl->mode + 1U) {
-		rdmach_err("ib: rank %d has RDMACH_IB_MODE=%s, this rank %s: "
-			   "set the same everywhere", peer,
-			   r->mode <= 3 ? ib_mode_names[r->mode - 1] : "?",
-			   ib_mode_names[tl->mode]);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static void ib_log_path_mtu(const struct ib_tl *tl, int peer,
-			    const struct ib_addr *r)
-{
-	rdmach_info("ib: rank %d: path MTU %s (this port %s, the peer's %s, "
-		    "RDMACH_IB_MTU %s here)", peer,
-		    ib_mtu_str(ib_path_mtu(&tl->dev, r, &tl->qpp)),
-		    ib_mtu_str(tl->dev.active_mtu),
-		    r->mtu ? ib_mtu_str((enum ibv_mtu)r->mtu) : "unknown",
-		    ib_mtu_str(tl->qpp.mtu));
-}
-
+/* RDMACH_CONNECT=all: every pair now, through the connection manager. */
 static int ib_connect(struct rdmach_tl *base, const int *peers, int npeers)
 {
-	struct ib_tl *tl = (struct ib_tl *)base;
-	struct rdmach_ctx *ctx = base->ctx;
-	char key[64], val[IB_ADDR_STRLEN + 64];
-	struct ib_addr r;
-	int i, ret;
-
-	for (i = 0; i < npeers; i++) {
-		struct ib_conn *ic = tl->conns[peers[i]];
-
-		if (peers[i] == ctx->rank) {
-			ib_ep_local_addr(ic, ic->loop_qp, &r);
-		} else {
-			snprintf(key, sizeof(key), "ib-%d-%d", peers[i],
-				 ctx->rank);
-			ret = rdmach_oob_get(ctx, key, val, sizeof(val));
-			if (ret)
-				return ret;
-			if (ib_addr_parse(val, &r)) {
-				rdmach_err("ib: bad address from rank %d: "
-					   "\"%s\"", peers[i], val);
-				return -EPROTO;
-			}
-			ret = ib_check_peer(tl, peers[i], &r);
-			if (ret)
-				return ret;
-		}
-		ret = ib_ep_connect(ic, &r);
-		if (ret)
-			return ret;
-		if (peers[i] == ctx->rank)
-			continue;
-		ib_log_path_mtu(tl, peers[i], &r);
-		if (!(r.caps & IB_CAP_SPIPE))
-			rdmach_info("ib: rank %d predates the superpipeline: "
-				    "large messages to it go zero-copy or "
-				    "through the ring", peers[i]);
-	}
-	return 0;
+	return npeers ? ib_cm_connect_all((struct ib_tl *)base, peers,
+					  npeers) : 0;
 }
 
 static int ib_ready(struct rdmach_tl *base)
@@ -379,7 +261,7 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	int i, ret = 0;
 
 	for (i = 0; tl->cq && i < base->ctx->size; i++)
-		if (tl->conns[i])
+		if (tl->conns[i] && base->ctx->conns[i].tl == base)
 			ib_ep_send_fin(tl->conns[i], deadline_ns);
 	while (tl->cq && !ib_iface_drained(tl) && rdmach_now_ns() < deadline_ns)
 		ib_ep_poll(tl);
@@ -394,6 +276,7 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 		ib_ep_destroy(tl->conns[i]);
 		tl->conns[i] = NULL;
 	}
+	ib_cm_close(tl);
 	if (tl->cq)
 		ibv_destroy_cq(tl->cq);
 	ib_large_close(&tl->large);
@@ -444,6 +327,7 @@ static const struct rdmach_tl_ops ib_ops = {
 	.publish = ib_publish,
 	.connect = ib_connect,
 	.ready = ib_ready,
+	.connect_peer = ib_cm_connect_peer,
 	.put = ib_ep_put,
 	.get = ib_ep_get,
 	.put_deferred = ib_ep_put_deferred,

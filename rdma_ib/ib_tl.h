@@ -21,6 +21,11 @@
 #include "proto/ring.h"
 
 struct ib_conn;
+struct ib_cm;
+
+/* wr_id of the connection manager's UD work requests (ib_cm.h): its
+ * completions go to ib_tl.cm_wc */
+#define IB_CM_WRID (1ull << 61)
 
 struct ib_tl {
 	struct rdmach_tl base;
@@ -36,6 +41,11 @@ struct ib_tl {
 	struct ib_zc *zc;
 	struct ib_zc_cfg zc_cfg;
 	struct ib_large large;	/* protocol choice, tuning, superpipeline */
+	struct ib_cm *cm;	/* connection manager (ib_cm.h) */
+	/* set by the connection manager: a completion of its UD QP */
+	void (*cm_wc)(struct ib_tl *tl, const struct ibv_wc *wc);
+	unsigned int cm_drop;	/* test hook: connection messages to drop */
+	unsigned int cm_peers;	/* peers it may connect (CQ sizing) */
 };
 
 #endif /* RDMACH_IB_TL_H */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run-ib-vm.sh - the rdma_ib test suite: the conformance, fault and API
-# suites with RDMACH_TRANSPORT=ib plus the test_ib_* tests (test_ib_zcopy: zero-copy
+# suites with RDMACH_TRANSPORT=ib (and again with RDMACH_CONNECT=demand),
+# test_connect (connections on demand), plus the test_ib_* tests (test_ib_zcopy: zero-copy
 # and the registration cache; test_ib_spipe: the superpipeline and the
 # per-message choice; the conformance suite again under each RDMACH_LARGE
 # protocol: zero-copy from 1 KiB and 4 KiB, the superpipeline from 1 KiB
@@ -43,8 +44,12 @@ inner() {
 	ring unit tests||test_ib_ring
 	superpipeline unit tests||test_spipe
 	conformance (ib)|RDMACH_TRANSPORT=ib|test_conformance
+	conformance (ib, connections on demand)|RDMACH_TRANSPORT=ib RDMACH_CONNECT=demand|test_conformance
+	connections on demand|RDMACH_TRANSPORT=ib|test_connect
 	faults (ib)|RDMACH_TRANSPORT=ib|test_faults
+	faults (ib, connections on demand)|RDMACH_TRANSPORT=ib RDMACH_CONNECT=demand|test_faults
 	api (ib)|RDMACH_TRANSPORT=ib|test_api
+	api (ib, connections on demand)|RDMACH_TRANSPORT=ib RDMACH_CONNECT=demand|test_api
 	ib modes|RDMACH_TRANSPORT=ib|test_ib_modes
 	zero-copy|RDMACH_TRANSPORT=ib|test_ib_zcopy zcopy_
 	rcache eviction, 10000 buffers|RDMACH_TRANSPORT=ib RDMACH_TEST_TIMEOUT=280|test_ib_zcopy rcache_

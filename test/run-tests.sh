@@ -149,6 +149,9 @@ if [ -x "$conf" ] && ! skipped small; then
 		RDMACH_SHM_RECENT=2 RDMACH_SHM_CMA_USE=cold \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"
+	run "conformance shm, RDMACH_CONNECT=demand" RDMACH_CONNECT=demand \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
 	run "conformance shm without CMA or line ring" RDMACH_SHM_CMA=0 \
 		RDMACH_SHM_LINE_RING=0 \
 		RDMACH_SHM_RING_SIZE=16K RDMACH_SHM_CHUNK=1K \
@@ -171,6 +174,11 @@ if [ -x "$conf" ] && ! skipped mpiexec; then
 	if [ -n "$hydra" ]; then
 		run "mpiexec -n 4 test_conformance" \
 			RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+			-- "$hydra" -n 4 "$conf"
+		# Hydra serves PMI_process_mapping: locality from it
+		run "mpiexec -n 4 test_conformance, RDMACH_CONNECT=demand" \
+			RDMACH_CONNECT=demand \
+			RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.3}")" \
 			-- "$hydra" -n 4 "$conf"
 		[ -x "$O/test/test_api" ] &&
 			run "mpiexec -n 2 test_api" -- "$hydra" -n 2 "$O/test/test_api"

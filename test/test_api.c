@@ -617,6 +617,24 @@ static int api_connect_order(struct tst *t)
 
 /* After a zero-copy put returned 0, a different iovec is -EINVAL and the
  * same iovec completes once the peer reads. */
+/* Connections on demand (RDMACH_CONNECT=demand) make a pair at its first
+ * put, which returns 0 until then: a case whose first put must be a
+ * real one has rank 1 put one byte to rank 0 first (a stream the case
+ * does not check), so that both ends are up. */
+static int api_conn_up(struct tst *t, rdmach_conn_t *c)
+{
+	uint64_t deadline = rdmach_now_ns() + 20000000000ull;
+	uint8_t byte = 1;
+	struct iovec v = { &byte, 1 };
+	ssize_t r = 0;
+
+	while (r == 0 && rdmach_now_ns() < deadline)
+		r = t->rank == 1 ? rdmach_put(c, &v, 1) : rdmach_get(c, &v, 1);
+	TST_CHECK(t, r == 1, "the first byte %s: %s", t->rank == 1 ?
+		  "put" : "got", tst_errname(r));
+	return 0;
+}
+
 static int api_zcopy_same_iov(struct tst *t)
 {
 	uint64_t thr, z, seed = tst_stream_seed(t, 0, 1), len;
@@ -641,6 +659,8 @@ static int api_zcopy_same_iov(struct tst *t)
 	if (z > thr)
 		thr = z;
 	len = thr * 2 > tst_ring_size(c) * 4 ? thr * 2 : tst_ring_size(c) * 4;
+	if (api_conn_up(t, c))
+		return -1;
 	if (t->rank == 1) {
 		if (tst_barrier(t))
 			return -1;

@@ -285,9 +285,14 @@ static int tst_oob_put(void *arg, const char *key, const char *value)
 static int tst_oob_get(void *arg, const char *key, char *value, size_t len)
 {
 	char k[256];
-	int err = tst_oob_key(k, sizeof(k), key);
+	int err;
 
 	(void)arg;
+	/* what the process manager serves (PMI_process_mapping) is the job's */
+	if (!strncmp(key, "PMI_", 4))
+		return tst_oob_state.base.get(tst_oob_state.base.arg, key,
+					      value, len);
+	err = tst_oob_key(k, sizeof(k), key);
 	return err ? err : tst_oob_state.base.get(tst_oob_state.base.arg, k,
 						  value, len);
 }

@@ -1,0 +1,135 @@
+/*
+ * rdmach_startup - what start-up costs, under a PMI server (rdmach_run -n N,
+ * or mpiexec): rdmach_init + rdmach_connect, then a first 8-byte message
+ * to each peer of a pattern and one back from each, every rank timed.
+ *
+ *   rdmach_run -n 8 build/bin/rdmach_startup [all|ring|none]
+ *
+ *   all   every rank to every other (all pairs connect)
+ *   ring  to rank+1 and from rank-1 (two connections per rank)
+ *   none  no message
+ *
+ * Rank 0 prints one line: N, RDMACH_CONNECT, the pattern and the slowest
+ * rank's init+connect and first-message times in ms, and their sum:
+ *   startup n=8 connect=demand pattern=ring connect_ms=.. first_ms=.. total_ms=..
+ * RDMACH_STATS=1 adds each rank's counters (connections, out-of-band calls).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rdmach.h"
+#include "rdmach_pmi.h"
+
+static double su_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int su_die(const char *what, int err)
+{
+	fprintf(stderr, "rdmach_startup: %s: %s\n", what, rdmach_strerror(err));
+	exit(1);
+}
+
+/* Is peer p in the pattern of rank me (sends to it)? */
+static int su_to(const char *pat, int me, int p, int n)
+{
+	if (p == me || !strcmp(pat, "none"))
+		return 0;
+	return !strcmp(pat, "all") || p == (me + 1) % n;
+}
+
+/* One 8-byte message to every peer of the pattern, one from each. */
+static void su_first(rdmach_ctx_t *ctx, const char *pat, int me, int n)
+{
+	uint64_t out = 0x5eed, in;
+	int p, left = 0, *got = calloc((size_t)n, sizeof(int));
+	int *sent = calloc((size_t)n, sizeof(int));
+
+	if (!got || !sent)
+		su_die("calloc", -ENOMEM);
+	for (p = 0; p < n; p++)
+		left += su_to(pat, me, p, n) + su_to(pat, p, me, n);
+	while (left) {
+		for (p = 0; p < n; p++) {
+			struct iovec vo = { &out, 8 }, vi = { &in, 8 };
+			rdmach_conn_t *c;
+			ssize_t r;
+
+			if (rdmach_conn(ctx, p, &c))
+				su_die("rdmach_conn", -EINVAL);
+			if (su_to(pat, me, p, n) && !sent[p]) {
+				r = rdmach_put(c, &vo, 1);
+				if (r < 0)
+					su_die("put", (int)r);
+				if (r == 8) {
+					sent[p] = 1;
+					left--;
+				}
+			}
+			if (su_to(pat, p, me, n) && !got[p]) {
+				r = rdmach_get(c, &vi, 1);
+				if (r < 0)
+					su_die("get", (int)r);
+				if (r == 8) {	/* 8 bytes come whole here */
+					got[p] = 1;
+					left--;
+				}
+			}
+		}
+		rdmach_progress(ctx);
+	}
+	free(got);
+	free(sent);
+}
+
+int main(int argc, char **argv)
+{
+	const char *pat = argc > 1 ? argv[1] : "ring";
+	const char *mode = getenv("RDMACH_CONNECT");
+	char key[32], val[64];
+	double t0, t1, t2, cmax = 0, fmax = 0, c, f;
+	rdmach_pmi_t *pmi;
+	rdmach_oob_t oob;
+	rdmach_ctx_t *ctx;
+	int ret, r;
+
+	ret = rdmach_pmi_init(&pmi, &oob);
+	if (ret)
+		su_die("rdmach_pmi_init", ret);
+	rdmach_pmi_barrier(pmi);
+	t0 = su_ms();
+	ret = rdmach_init(&ctx, &oob);
+	if (!ret)
+		ret = rdmach_connect(ctx);
+	if (ret)
+		su_die("init/connect", ret);
+	t1 = su_ms();
+	su_first(ctx, pat, oob.rank, oob.size);
+	t2 = su_ms();
+	snprintf(key, sizeof(key), "su-%d", oob.rank);
+	snprintf(val, sizeof(val), "%.3f:%.3f", t1 - t0, t2 - t1);
+	oob.put(oob.arg, key, val);
+	oob.fence(oob.arg);	/* also: nobody finalizes before all got */
+	for (r = 0; oob.rank == 0 && r < oob.size; r++) {
+		snprintf(key, sizeof(key), "su-%d", r);
+		if (oob.get(oob.arg, key, val, sizeof(val)) ||
+		    sscanf(val, "%lf:%lf", &c, &f) != 2)
+			su_die("times", -EPROTO);
+		cmax = c > cmax ? c : cmax;
+		fmax = f > fmax ? f : fmax;
+	}
+	if (oob.rank == 0)
+		printf("startup n=%d connect=%s pattern=%s connect_ms=%.1f "
+		       "first_ms=%.1f total_ms=%.1f\n", oob.size,
+		       mode ? mode : "all", pat, cmax, fmax, cmax + fmax);
+	rdmach_finalize(&ctx);
+	rdmach_pmi_finalize(pmi);
+	return 0;
+}

@@ -1,0 +1,723 @@
+/*
+ * ib_cm.c - rdma_ib's connection manager (ib_cm.h): a UD QP per process,
+ * a record per rank, and per pair a short exchange of the RC endpoints'
+ * addresses.  Everything a peer sends is checked (length, magic,
+ * version, ranks, the nonces of both contexts, the sending QP) before a
+ * field is used.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/tl.h"
+#include "ib_cm.h"
+#include "ib_dev.h"
+#include "ib_ep.h"
+#include "ib_tl.h"
+
+#define IB_CM_MAGIC 0x4d434452u		/* "RDCM" read little-endian */
+#define IB_CM_VERSION 1
+#define IB_CM_QKEY 0x52444348u
+#define IB_CM_RECVS 64			/* receive buffers posted */
+#define IB_CM_SENDS 32			/* sends in flight at most */
+#define IB_CM_GRH 40			/* a UD receive starts with it */
+#define IB_CM_RTO_NS (20 * 1000000ull)	/* first retransmission */
+#define IB_CM_RTO_MAX_NS (400 * 1000000ull)
+#define IB_CM_SEND_TAG (1ull << 32)	/* wr_id: a send (else a receive) */
+
+/* Flags of a message: what its sender knows. */
+#define IB_CM_F_RTR 0x1u	/* its QP is connected to yours */
+#define IB_CM_F_UP 0x2u		/* it has your IB_CM_F_RTR: no answer due */
+
+struct ib_cm_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;
+	uint32_t src, dst;		/* ranks */
+	uint64_t src_nonce, dst_nonce;	/* the two contexts */
+	uint64_t ring, ctrl, ring_size;	/* the sender's endpoint */
+	uint32_t qpn, psn, rkey, wire, mtu, mode, caps, lid;
+	uint8_t gid[16];
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct ib_cm_msg) == 104, "ib_cm_msg is wire format");
+
+/* A peer's record ("ib-<rank>") and the state of its connection. */
+struct ib_cm_peer {
+	struct ibv_ah *ah;	/* NULL: record not read yet */
+	uint32_t ud_qpn;
+	uint64_t nonce;
+	char host[64];		/* its host name, for messages */
+	uint32_t r_qpn;		/* its RC QP ours is connected to, or 0 */
+	int rtr;		/* it said its QP is connected to ours */
+	int active;		/* we want it up: retransmit until it is */
+	uint64_t deadline, next_tx, rto;
+};
+
+struct ib_cm {
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *buf;		/* IB_CM_RECVS receives, IB_CM_SENDS sends */
+	unsigned int send_next, sends_out;
+	uint64_t nonce;
+	unsigned int dropped;	/* by the test hook so far */
+	unsigned int pending;	/* peers active or half-open */
+	struct ib_cm_peer *peers;	/* [ctx->size] */
+};
+
+#define IB_CM_RSLOT (IB_CM_GRH + sizeof(struct ib_cm_msg))
+
+static const char *const ib_cm_mode_names[] = { "basic", "piggyback",
+						"pipeline" };
+
+/* ---- the UD QP ------------------------------------------------------------ */
+
+static int ib_cm_post_recv(struct ib_cm *cm, unsigned int i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(cm->buf + i * IB_CM_RSLOT),
+		.length = IB_CM_RSLOT, .lkey = cm->mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = IB_CM_WRID | i, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+
+	return ibv_post_recv(cm->qp, &wr, &bad) ? -EIO : 0;
+}
+
+static int ib_cm_qp_up(struct ib_dev *d, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = d->port;
+	a.qkey = IB_CM_QKEY;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				  IBV_QP_PORT | IBV_QP_QKEY))
+		return -EIO;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -EIO;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) ? -EIO : 0;
+}
+
+static int ib_cm_qp_create(struct ib_tl *tl, struct ib_cm *cm)
+{
+	struct ibv_qp_init_attr ia;
+	unsigned int i;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = tl->cq;
+	ia.recv_cq = tl->cq;
+	ia.qp_type = IBV_QPT_UD;
+	ia.cap.max_send_wr = IB_CM_SENDS;
+	ia.cap.max_recv_wr = IB_CM_RECVS;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	cm->qp = ibv_create_qp(tl->dev.pd, &ia);
+	if (!cm->qp || ib_cm_qp_up(&tl->dev, cm->qp)) {
+		rdmach_err("ib: the connection manager's UD QP on %s failed: "
+			   "%s", tl->dev.name, strerror(errno));
+		return -EIO;
+	}
+	for (i = 0; i < IB_CM_RECVS; i++)
+		if (ib_cm_post_recv(cm, i))
+			return -EIO;
+	return 0;
+}
+
+/* ---- records ------------------------------------------------------------- */
+
+static void ib_cm_hostname(char *buf, size_t len)
+{
+	char *p;
+
+	if (gethostname(buf, len - 1))
+		snprintf(buf, len, "unknown");
+	buf[len - 1] = '\0';
+	for (p = buf; *p; p++)	/* a record is one token */
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
+			*p = '_';
+}
+
+static void ib_cm_key(char *key, size_t len, int rank)
+{
+	snprintf(key, len, "ib-%d", rank);
+}
+
+/* "lid:gid:udqpn:nonce:wire:host" in hex (the host: letters, digits, '.',
+ * '-', '_'). */
+static int ib_cm_publish(struct ib_tl *tl)
+{
+	char key[32], val[256], gid[33], host[64];
+	int i;
+
+	for (i = 0; i < 16; i++)
+		snprintf(gid + 2 * i, 3, "%02x", tl->dev.gid.raw[i]);
+	ib_cm_hostname(host, sizeof(host));
+	snprintf(val, sizeof(val), "%x:%s:%x:%" PRIx64 ":%x:%s", tl->dev.lid,
+		 gid, tl->cm->qp->qp_num, tl->cm->nonce, IB_WIRE_VERSION,
+		 host);
+	ib_cm_key(key, sizeof(key), tl->base.ctx->rank);
+	return rdmach_oob_put(tl->base.ctx, key, val);
+}
+
+static int ib_cm_parse_record(const char *val, struct ib_addr *a,
+			      struct ib_cm_peer *p)
+{
+	unsigned int lid, qpn, wire, i;
+	char gid[33], host[64];
+	uint64_t nonce;
+
+	if (sscanf(val, "%x:%32[0-9a-f]:%x:%" SCNx64 ":%x:%63[A-Za-z0-9._-]",
+		   &lid, gid, &qpn, &nonce, &wire, host) != 6 ||
+	    strlen(gid) != 32 || lid > 0xffff || !qpn || qpn > 0xffffff)
+		return -EPROTO;
+	memset(a, 0, sizeof(*a));
+	for (i = 0; i < 16; i++) {
+		unsigned int b;
+
+		if (sscanf(gid + 2 * i, "%2x", &b) != 1)
+			return -EPROTO;
+		a->gid.raw[i] = (uint8_t)b;
+	}
+	a->lid = (uint16_t)lid;
+	a->wire = wire;
+	p->ud_qpn = qpn;
+	p->nonce = nonce;
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	return 0;
+}
+
+static struct ibv_ah *ib_cm_ah(struct ib_dev *d, const struct ib_addr *a)
+{
+	struct ibv_ah_attr at;
+
+	memset(&at, 0, sizeof(at));
+	at.dlid = a->lid;
+	at.port_num = d->port;
+	if (d->gid_index >= 0) {
+		at.is_global = 1;
+		at.grh.dgid = a->gid;
+		at.grh.sgid_index = (uint8_t)d->gid_index;
+		at.grh.hop_limit = 64;
+	}
+	return ibv_create_ah(d->pd, &at);
+}
+
+/* Rank peer's record: read it (first contact) and make the address
+ * handle its messages go by.  0 or a negative errno (logged). */
+static int ib_cm_peer_load(struct ib_tl *tl, int peer)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	char key[32], val[320], esc[128];
+	struct ib_addr a;
+	int ret;
+
+	if (p->ah)
+		return 0;
+	ib_cm_key(key, sizeof(key), peer);
+	ret = rdmach_oob_get(tl->base.ctx, key, val, sizeof(val));
+	if (ret) {
+		rdmach_err("ib: rank %d published no rdma_ib record (%s): a "
+			   "build without the connection manager?", peer, key);
+		return ret;
+	}
+	if (ib_cm_parse_record(val, &a, p)) {
+		rdmach_err("ib: malformed record from rank %d: \"%s\"", peer,
+			   rdmach_log_esc(val, esc, sizeof(esc)));
+		return -EPROTO;
+	}
+	if (a.wire != IB_WIRE_VERSION) {
+		rdmach_err("ib: rank %d (host %s) speaks rdma_ib wire version "
+			   "%u, this rank %u: run the same rdmach build on "
+			   "every host", peer, p->host, a.wire,
+			   IB_WIRE_VERSION);
+		return -EPROTO;
+	}
+	p->ah = ib_cm_ah(&tl->dev, &a);
+	if (!p->ah) {
+		rdmach_err("ib: no address handle to rank %d (host %s) on %s: "
+			   "%s", peer, p->host, tl->dev.name, strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* ---- messages --------------------------------------------------------- */
+
+static void ib_cm_fill(struct ib_tl *tl, int peer, struct ib_cm_msg *m)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct ib_addr a;
+
+	ib_ep_local_addr(tl->conns[peer], tl->conns[peer]->qp, &a);
+	memset(m, 0, sizeof(*m));
+	m->magic = IB_CM_MAGIC;
+	m->version = IB_CM_VERSION;
+	m->flags = (uint16_t)((p->r_qpn ? IB_CM_F_RTR : 0) |
+			      (p->r_qpn && p->rtr ? IB_CM_F_UP : 0));
+	m->src = (uint32_t)tl->base.ctx->rank;
+	m->dst = (uint32_t)peer;
+	m->src_nonce = tl->cm->nonce;
+	m->dst_nonce = p->nonce;
+	m->ring = a.ring;
+	m->ctrl = a.ctrl;
+	m->ring_size = a.ring_size;
+	m->qpn = a.qpn;
+	m->psn = a.psn;
+	m->rkey = a.rkey;
+	m->wire = a.wire;
+	m->mtu = a.mtu;
+	m->mode = a.mode;
+	m->caps = a.caps;
+	m->lid = a.lid;
+	memcpy(m->gid, a.gid.raw, 16);
+}
+
+/* Our endpoint's address to peer, with what we know.  A full send queue
+ * drops it: the retransmission (or the peer's) makes up for it. */
+static void ib_cm_send(struct ib_tl *tl, int peer)
+{
+	struct ib_cm *cm = tl->cm;
+	/* sends complete in order: with fewer than IB_CM_SENDS out, the
+	 * slot IB_CM_SENDS sends back is free */
+	unsigned int slot = cm->send_next % IB_CM_SENDS;
+	uint8_t *b = cm->buf + IB_CM_RECVS * IB_CM_RSLOT +
+		     slot * sizeof(struct ib_cm_msg);
+	struct ibv_sge sge = { .addr = (uintptr_t)b,
+			       .length = sizeof(struct ib_cm_msg),
+			       .lkey = cm->mr->lkey };
+	struct ibv_send_wr wr, *bad;
+
+	if (cm->sends_out >= IB_CM_SENDS)
+		return;
+	ib_cm_fill(tl, peer, (struct ib_cm_msg *)(void *)b);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = IB_CM_WRID | IB_CM_SEND_TAG;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = cm->peers[peer].ah;
+	wr.wr.ud.remote_qpn = cm->peers[peer].ud_qpn;
+	wr.wr.ud.remote_qkey = IB_CM_QKEY;
+	if (ibv_post_send(cm->qp, &wr, &bad)) {
+		rdmach_debug("ib: connection message to rank %d not posted: %s",
+			     peer, strerror(errno));
+		return;
+	}
+	cm->send_next++;
+	cm->sends_out++;
+}
+
+/* The endpoint to peer, made if there is none yet (not up). */
+static struct ib_conn *ib_cm_ep(struct ib_tl *tl, int peer)
+{
+	struct ib_conn *ic = tl->conns[peer];
+
+	if (ic)
+		return ic;
+	ic = ib_ep_create(tl, peer);
+	if (!ic)
+		return NULL;
+	tl->conns[peer] = ic;
+	ic->conn->priv = ic;
+	return ic;
+}
+
+static void ib_cm_set_pending(struct ib_cm *cm, struct ib_cm_peer *p, int on)
+{
+	if (on && !p->active) {
+		p->active = 1;
+		cm->pending++;
+	} else if (!on && p->active) {
+		p->active = 0;
+		cm->pending--;
+	}
+}
+
+/* Both QPs are connected to each other: the connection is up. */
+static void ib_cm_up(struct ib_tl *tl, int peer)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+
+	ib_cm_set_pending(tl->cm, p, 0);
+	if (conn->tl)
+		return;
+	conn->tl = &tl->base;
+	rdmach_debug("ib: connected to rank %d (host %s), QP %u -> %u", peer,
+		     p->host, tl->conns[peer]->qp->qp_num, p->r_qpn);
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static void ib_cm_addr_of(const struct ib_cm_msg *m, struct ib_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->lid = (uint16_t)m->lid;
+	memcpy(a->gid.raw, m->gid, 16);
+	a->qpn = m->qpn;
+	a->psn = m->psn;
+	a->ring = m->ring;
+	a->ctrl = m->ctrl;
+	a->ring_size = m->ring_size;
+	a->rkey = m->rkey;
+	a->wire = m->wire;
+	a->mtu = m->mtu;
+	a->mode = m->mode;
+	a->caps = m->caps;
+}
+
+/* A message's fixed fields: ours, from a rank of the group, for this
+ * context.  The sender's record is read here at its first message. */
+static int ib_cm_check_msg(struct ib_tl *tl, const struct ibv_wc *wc,
+			   const struct ib_cm_msg *m)
+{
+	struct rdmach_ctx *ctx = tl->base.ctx;
+	struct ib_cm_peer *p;
+
+	if (wc->byte_len != IB_CM_RSLOT || m->magic != IB_CM_MAGIC ||
+	    m->version != IB_CM_VERSION || m->dst != (uint32_t)ctx->rank ||
+	    m->src >= (uint32_t)ctx->size || m->src == (uint32_t)ctx->rank ||
+	    m->dst_nonce != tl->cm->nonce)
+		return -EPROTO;
+	if (ctx->conns[m->src].via != &tl->base) {
+		rdmach_debug("ib: connection message from rank %u, which this "
+			     "rank reaches through another transport", m->src);
+		return -EPROTO;
+	}
+	if (ib_cm_peer_load(tl, (int)m->src))
+		return -EPROTO;
+	p = &tl->cm->peers[m->src];
+	if (m->src_nonce != p->nonce || wc->src_qp != p->ud_qpn)
+		return -EPROTO;	/* an old context's, or not the peer's QP */
+	return 0;
+}
+
+/* Can we talk to the peer that sent r?  Names what differs. */
+static int ib_cm_check_peer(const struct ib_tl *tl, int peer,
+			    const struct ib_addr *r)
+{
+	if (r->wire != IB_WIRE_VERSION) {
+		rdmach_err("ib: rank %d speaks rdma_ib wire version %u, this "
+			   "rank %u: run the same rdmach build on every host",
+			   peer, r->wire, IB_WIRE_VERSION);
+		return -EPROTO;
+	}
+	if (r->ring_size != tl->ring_size) {
+		rdmach_err("ib: rank %d has RDMACH_IB_RING_SIZE=%" PRIu64
+			   ", this rank %" PRIu64 ": set the same everywhere",
+			   peer, r->ring_size, tl->ring_size);
+		return -EINVAL;
+	}
+	if (r->mode != tl->mode + 1U) {
+		rdmach_err("ib: rank %d has RDMACH_IB_MODE=%s, this rank %s: "
+			   "set the same everywhere", peer,
+			   r->mode >= 1 && r->mode <= 3 ?
+			   ib_cm_mode_names[r->mode - 1] : "?",
+			   ib_cm_mode_names[tl->mode]);
+		return -EINVAL;
+	}
+	return ib_dev_check_reach(&tl->dev, peer, r);
+}
+
+/* Connect our endpoint to the one m describes (once: a later message
+ * must name the same QP). */
+static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
+			    const struct ib_cm_msg *m)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+	struct ib_conn *ic;
+	struct ib_addr r;
+	int ret;
+
+	if (p->r_qpn)
+		return m->qpn == p->r_qpn ? 0 : -EPROTO;
+	ib_cm_addr_of(m, &r);
+	ret = ib_cm_check_peer(tl, peer, &r);
+	if (ret)
+		return rdmach_conn_fail(conn, ret, "the peer's settings "
+					"differ (above)");
+	ic = ib_cm_ep(tl, peer);
+	if (!ic)
+		return rdmach_conn_fail(conn, -ENOMEM, "no endpoint");
+	ret = ib_ep_connect(ic, &r);
+	if (ret)
+		return rdmach_conn_fail(conn, ret, "its QP did not connect");
+	p->r_qpn = m->qpn;
+	if (!p->active) {	/* half-open: bounded like a request */
+		p->deadline = rdmach_now_ns() + tl->base.ctx->peer_timeout_ns;
+		p->rto = IB_CM_RTO_NS;
+		p->next_tx = rdmach_now_ns() + p->rto;
+	}
+	ib_cm_set_pending(tl->cm, p, 1);
+	rdmach_info("ib: rank %d: path MTU %s (this port %s, the peer's %s, "
+		    "RDMACH_IB_MTU %s here)", peer,
+		    ib_mtu_str(ib_path_mtu(&tl->dev, &r, &tl->qpp)),
+		    ib_mtu_str(tl->dev.active_mtu),
+		    r.mtu ? ib_mtu_str((enum ibv_mtu)r.mtu) : "unknown",
+		    ib_mtu_str(tl->qpp.mtu));
+	if (!(r.caps & IB_CAP_SPIPE))
+		rdmach_info("ib: rank %d predates the superpipeline: large "
+			    "messages to it go zero-copy or through the ring",
+			    peer);
+	return 0;
+}
+
+static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
+{
+	int peer = (int)m->src;
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+
+	if (tl->base.ctx->conns[peer].err ||
+	    ib_cm_connect_ep(tl, peer, m))
+		return;
+	if (m->flags & IB_CM_F_RTR)
+		p->rtr = 1;
+	if (p->rtr)
+		ib_cm_up(tl, peer);
+	if (!(m->flags & IB_CM_F_UP))
+		ib_cm_send(tl, peer);
+}
+
+static void ib_cm_recv(struct ib_tl *tl, const struct ibv_wc *wc,
+		       unsigned int slot)
+{
+	struct ib_cm *cm = tl->cm;
+	struct ib_cm_msg m;
+
+	if (wc->status == IBV_WC_SUCCESS && wc->byte_len == IB_CM_RSLOT) {
+		memcpy(&m, cm->buf + slot * IB_CM_RSLOT + IB_CM_GRH,
+		       sizeof(m));
+		if (cm->dropped < tl->cm_drop)
+			cm->dropped++;
+		else if (!ib_cm_check_msg(tl, wc, &m))
+			ib_cm_handle(tl, &m);
+		else
+			rdmach_debug("ib: a connection message refused (from "
+				     "QP %u, %u bytes)", wc->src_qp,
+				     wc->byte_len);
+	}
+	if (ib_cm_post_recv(cm, slot))
+		rdmach_warn("ib: a connection manager receive not reposted");
+}
+
+static void ib_cm_wc(struct ib_tl *tl, const struct ibv_wc *wc)
+{
+	struct ib_cm *cm = tl->cm;
+
+	if (wc->wr_id & IB_CM_SEND_TAG) {
+		cm->sends_out--;
+		return;
+	}
+	if (wc->status == IBV_WC_WR_FLUSH_ERR)
+		return;		/* closing */
+	if ((wc->wr_id & 0xffffffffu) < IB_CM_RECVS)
+		ib_cm_recv(tl, wc, (unsigned int)(wc->wr_id & 0xffffffffu));
+}
+
+/* ---- connecting ----------------------------------------------------------- */
+
+/* The loopback connection: both QPs are ours. */
+static int ib_cm_self(struct ib_tl *tl, int me)
+{
+	struct ib_conn *ic = ib_cm_ep(tl, me);
+	struct ib_addr r;
+
+	if (!ic)
+		return -ENOMEM;
+	ib_ep_local_addr(ic, ic->loop_qp, &r);
+	if (ib_ep_connect(ic, &r))
+		return -EIO;
+	tl->base.ctx->conns[me].tl = &tl->base;
+	return 0;
+}
+
+static int ib_cm_start(struct ib_tl *tl, int peer)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+	uint64_t now = rdmach_now_ns();
+
+	if (peer == tl->base.ctx->rank)
+		return ib_cm_self(tl, peer) ?
+		       rdmach_conn_fail(conn, -EIO, "loopback QPs") : 0;
+	if (p->active)
+		return 0;
+	if (ib_cm_peer_load(tl, peer))
+		return rdmach_conn_fail(conn, -ECONNRESET, "no record");
+	if (!ib_cm_ep(tl, peer))
+		return rdmach_conn_fail(conn, -ENOMEM, "no endpoint");
+	if (!p->r_qpn) {	/* a half-open one keeps its deadline */
+		p->deadline = now + tl->base.ctx->peer_timeout_ns;
+		p->rto = IB_CM_RTO_NS;
+	}
+	ib_cm_set_pending(tl->cm, p, 1);
+	p->next_tx = now + p->rto;
+	ib_cm_send(tl, peer);
+	return 0;
+}
+
+/* One peer under way: retransmit when due, fail at its deadline. */
+static void ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+
+	if (now >= p->deadline) {
+		ib_cm_set_pending(tl->cm, p, 0);
+		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s did "
+				 "not answer the connection request within "
+				 "%" PRIu64 " ms (RDMACH_PEER_TIMEOUT_MS)",
+				 peer, p->host,
+				 tl->base.ctx->peer_timeout_ns / 1000000u);
+		return;
+	}
+	if (now < p->next_tx)
+		return;
+	p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 : IB_CM_RTO_MAX_NS;
+	p->next_tx = now + p->rto;
+	ib_cm_send(tl, peer);
+}
+
+void ib_cm_progress(struct ib_tl *tl)
+{
+	struct ib_cm *cm = tl->cm;
+	uint64_t now;
+	int i;
+
+	if (!cm || !cm->pending)
+		return;
+	now = rdmach_now_ns();
+	for (i = 0; i < tl->base.ctx->size && cm->pending; i++)
+		if (cm->peers[i].active && !tl->base.ctx->conns[i].err)
+			ib_cm_tick(tl, i, now);
+}
+
+int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
+{
+	struct ib_tl *tl = (struct ib_tl *)base;
+	struct rdmach_conn *conn = &base->ctx->conns[peer];
+	int ret;
+
+	if (!tl->cm)
+		return rdmach_conn_fail(conn, -ENOTCONN, "no connection "
+					"manager");
+	if (start && !conn->tl) {
+		ret = ib_cm_start(tl, peer);
+		if (ret)
+			return ret;
+	}
+	ret = ib_ep_poll(tl);
+	if (ret)
+		return ret;
+	ib_cm_progress(tl);
+	if (conn->err)
+		return conn->err;
+	if (conn->tl)
+		return 1;
+	/* the answer comes from the peer's process and the kernel (rxe
+	 * runs in it): a caller spinning on put must not starve them on
+	 * an oversubscribed host; a yield costs nothing beside a round trip
+	 * (a get polling a pair nobody connects does not wait on anything) */
+	if (tl->cm->peers[peer].active)
+		sched_yield();
+	return 0;
+}
+
+int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
+{
+	int i, ret, left = npeers;
+
+	for (i = 0; i < npeers; i++) {
+		ret = ib_cm_connect_peer(&tl->base, peers[i], 1);
+		if (ret < 0)
+			return ret;
+	}
+	while (left) {
+		for (i = 0, left = 0; i < npeers; i++) {
+			ret = ib_cm_connect_peer(&tl->base, peers[i], 0);
+			if (ret < 0)
+				return ret;
+			left += !ret;
+		}
+	}
+	return 0;
+}
+
+/* ---- open and close -------------------------------------------------------- */
+
+static uint64_t ib_cm_new_nonce(void)
+{
+	uint64_t n = 0;
+
+	if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != sizeof(n))
+		n = rdmach_now_ns() ^ ((uint64_t)getpid() << 32);
+	return n ? n : 1;
+}
+
+int ib_cm_open(struct ib_tl *tl)
+{
+	size_t len = IB_CM_RECVS * IB_CM_RSLOT +
+		     IB_CM_SENDS * sizeof(struct ib_cm_msg);
+	struct ib_cm *cm = calloc(1, sizeof(*cm));
+	int ret = -ENOMEM;
+
+	if (!cm)
+		return -ENOMEM;
+	tl->cm = cm;
+	tl->cm_wc = ib_cm_wc;
+	cm->nonce = ib_cm_new_nonce();
+	cm->peers = calloc((size_t)tl->base.ctx->size, sizeof(*cm->peers));
+	cm->buf = calloc(1, len);
+	if (!cm->peers || !cm->buf)
+		goto err;
+	cm->mr = ibv_reg_mr(tl->dev.pd, cm->buf, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!cm->mr) {
+		rdmach_err("ib: registering the connection manager's %zu "
+			   "bytes failed: %s", len, strerror(errno));
+		goto err;
+	}
+	ret = ib_cm_qp_create(tl, cm);
+	if (!ret)
+		ret = ib_cm_publish(tl);
+	if (ret)
+		goto err;
+	return 0;
+err:
+	ib_cm_close(tl);
+	return ret;
+}
+
+void ib_cm_close(struct ib_tl *tl)
+{
+	struct ib_cm *cm = tl->cm;
+	int i;
+
+	if (!cm)
+		return;
+	if (cm->qp)
+		ibv_destroy_qp(cm->qp);
+	for (i = 0; cm->peers && i < tl->base.ctx->size; i++)
+		if (cm->peers[i].ah)
+			ibv_destroy_ah(cm->peers[i].ah);
+	if (cm->mr)
+		ibv_dereg_mr(cm->mr);
+	free(cm->buf);
+	free(cm->peers);
+	free(cm);
+	tl->cm = NULL;
+}

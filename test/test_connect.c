@@ -1,0 +1,426 @@
+/*
+ * test_connect.c - start-up from PMI_process_mapping (the parser, and a
+ * mapping that contradicts the host ids) and connections on demand (RDMACH_CONNECT=demand, the ib
+ * transport's connection manager): both ends making first contact at the
+ * same moment, many times over, byte-checked; lost connection messages
+ * (RDMACH_IB_CM_DROP) retried; a peer that dies before or during the
+ * set-up (-ECONNRESET within RDMACH_PEER_TIMEOUT_MS, a message naming
+ * its rank and host); and a rank that talks to one peer of four makes
+ * one connection (rdmach's counters, and the kernel's QPs where the
+ * rdma tool shows them).  Every case sets RDMACH_CONNECT=demand itself;
+ * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/nodemap.h"
+#include "lib/tst.h"
+
+#define CN_TIMEOUT_MS 1000	/* RDMACH_PEER_TIMEOUT_MS of the fault cases */
+#define CN_BYTES 4096
+
+/* Words of t->shared. */
+enum { CN_DEATH_NS };
+
+/* t->oob with every key under a prefix of its own, so that each fresh
+ * context of a case publishes keys no earlier one did. */
+struct cn_oob {
+	rdmach_oob_t oob;
+	rdmach_oob_t base;
+	char prefix[32];
+	const char *mapping;	/* PMI_process_mapping served instead */
+};
+
+static int cn_key(const struct cn_oob *o, const char *key, char *out,
+		  size_t len)
+{
+	int n = strncmp(key, "PMI_", 4) ?
+		snprintf(out, len, "%s%s", o->prefix, key) :
+		snprintf(out, len, "%s", key);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int cn_put(void *arg, const char *key, const char *value)
+{
+	struct cn_oob *o = arg;
+	char k[256];
+	int ret = cn_key(o, key, k, sizeof(k));
+
+	return ret ? ret : o->base.put(o->base.arg, k, value);
+}
+
+static int cn_get(void *arg, const char *key, char *value, size_t len)
+{
+	struct cn_oob *o = arg;
+	char k[256];
+	int ret = cn_key(o, key, k, sizeof(k));
+
+	if (o->mapping && !strcmp(key, "PMI_process_mapping")) {
+		snprintf(value, len, "%s", o->mapping);
+		return 0;
+	}
+	return ret ? ret : o->base.get(o->base.arg, k, value, len);
+}
+
+static int cn_fence(void *arg)
+{
+	struct cn_oob *o = arg;
+
+	return o->base.fence(o->base.arg);
+}
+
+static void cn_oob_init(struct cn_oob *o, const struct tst *t, int round)
+{
+	o->base = t->oob;
+	o->mapping = NULL;
+	snprintf(o->prefix, sizeof(o->prefix), "cn%d.", round);
+	o->oob = t->oob;
+	o->oob.arg = o;
+	o->oob.put = cn_put;
+	o->oob.get = cn_get;
+	o->oob.fence = cn_fence;
+}
+
+/* A fresh context under demand; *conn to peer.  1: not over ib (skip). */
+static int cn_open(struct tst *t, struct cn_oob *o, int round,
+		   rdmach_ctx_t **ctx, int peer, rdmach_conn_t **conn)
+{
+	setenv("RDMACH_CONNECT", "demand", 1);
+	cn_oob_init(o, t, round);
+	TST_CHECK0(t, rdmach_init(ctx, &o->oob));
+	TST_CHECK0(t, rdmach_connect(*ctx));
+	TST_CHECK0(t, rdmach_conn(*ctx, peer, conn));
+	if (strcmp(rdmach_conn_transport(*conn), "ib")) {
+		rdmach_finalize(ctx);
+		return 1;
+	}
+	return 0;
+}
+
+/* One put or get of what is left of buf; -1 after a failure. */
+static int cn_step(struct tst *t, rdmach_conn_t *c, int is_put, uint8_t *buf,
+		   size_t *done)
+{
+	struct iovec v = { buf + *done, CN_BYTES - *done };
+	ssize_t n;
+
+	if (*done == CN_BYTES)
+		return 0;
+	n = is_put ? rdmach_put(c, &v, 1) : rdmach_get(c, &v, 1);
+	TST_CHECK(t, n >= 0, "%s: %s (%s)", is_put ? "put" : "get",
+		  tst_errname(n), rdmach_conn_error(c));
+	*done += (size_t)n;
+	return 0;
+}
+
+/* Put CN_BYTES to the peer and get its CN_BYTES, both at once. */
+static int cn_exchange(struct tst *t, rdmach_conn_t *c, int peer,
+		       uint64_t round)
+{
+	static uint8_t out[CN_BYTES], in[CN_BYTES];
+	uint64_t deadline = rdmach_now_ns() + 20000000000ull;
+	size_t sent = 0, got = 0, bad;
+
+	tst_pat_fill(out, sizeof(out), tst_seed(round, t->rank, peer), 0);
+	memset(in, 0, sizeof(in));
+	while (sent < sizeof(out) || got < sizeof(in)) {
+		if (cn_step(t, c, 1, out, &sent) || cn_step(t, c, 0, in, &got))
+			return -1;
+		TST_CHECK(t, rdmach_now_ns() < deadline, "round %llu: %zu "
+			  "bytes sent, %zu got after 20 s",
+			  (unsigned long long)round, sent, got);
+	}
+	bad = tst_pat_check(in, sizeof(in), tst_seed(round, peer, t->rank), 0);
+	TST_CHECK(t, bad == sizeof(in), "round %llu: byte %zu differs",
+		  (unsigned long long)round, bad);
+	return 0;
+}
+
+/* What rdmach_print_stats says of the connections. */
+static int cn_conns_line(rdmach_ctx_t *ctx, char *line, size_t len)
+{
+	char *buf = NULL, *p;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (!f)
+		return -ENOMEM;
+	rdmach_print_stats(ctx, f);
+	fclose(f);
+	p = buf ? strstr(buf, "# connections:") : NULL;
+	snprintf(line, len, "%.*s", p ? (int)strcspn(p, "\n") : 0,
+		 p ? p : "");
+	free(buf);
+	return p ? 0 : -ENOENT;
+}
+
+/* 50 rounds: a fresh pair of contexts, both putting at once. */
+static int cn_simultaneous(struct tst *t)
+{
+	int rounds = (int)tst_scaled(50, 50), peer = 1 - t->rank, k, ret;
+	char line[160];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+
+	for (k = 0; k < rounds; k++) {
+		ret = cn_open(t, &o, k, &ctx, peer, &c);
+		if (ret)
+			return ret < 0 ? ret : tst_skip(t, "not over ib");
+		TST_CHECK0(t, tst_barrier(t));
+		ret = cn_exchange(t, c, peer, (uint64_t)k);
+		if (!ret && !cn_conns_line(ctx, line, sizeof(line)) &&
+		    !strstr(line, " ib 1, not made 1 "))
+			ret = tst_fail(t, "round %d: %s (want one connection)",
+				       k, line);
+		rdmach_finalize(&ctx);
+		if (ret)
+			return ret;
+		TST_CHECK0(t, tst_barrier(t));
+	}
+	return 0;
+}
+
+/* The first connection messages each side receives are dropped. */
+static int cn_lost_messages(struct tst *t)
+{
+	int peer = 1 - t->rank, ret;
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+
+	setenv("RDMACH_IB_CM_DROP", "2", 1);
+	ret = cn_open(t, &o, 0, &ctx, peer, &c);
+	if (ret)
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	ret = cn_exchange(t, c, peer, 7);
+	rdmach_finalize(&ctx);
+	return ret;
+}
+
+static void cn_die(struct tst *t)
+{
+	__atomic_store_n(&t->shared[CN_DEATH_NS], rdmach_now_ns(),
+			 __ATOMIC_SEQ_CST);
+	raise(SIGKILL);
+}
+
+/* Rank 0 puts to the dead rank 1 until an error: -ECONNRESET within the
+ * timeout (and some slack for a busy host), naming rank 1 and a host. */
+static int cn_survive(struct tst *t, rdmach_ctx_t *ctx, rdmach_conn_t *c)
+{
+	static uint8_t buf[64];
+	struct iovec v = { buf, sizeof(buf) };
+	uint64_t t0, bound = (CN_TIMEOUT_MS + 4000) * 1000000ull;
+	ssize_t n;
+
+	while (!__atomic_load_n(&t->shared[CN_DEATH_NS], __ATOMIC_SEQ_CST))
+		usleep(1000);
+	t0 = rdmach_now_ns();
+	while ((n = rdmach_put(c, &v, 1)) == 0 &&
+	       rdmach_now_ns() - t0 < bound)
+		;
+	TST_CHECK(t, n == -ECONNRESET, "put to the dead rank 1: %s after "
+		  "%.1f s", tst_errname(n),
+		  (double)(rdmach_now_ns() - t0) / 1e9);
+	TST_CHECK(t, strstr(rdmach_conn_error(c), "rank 1") &&
+		  strstr(rdmach_conn_error(c), "host "),
+		  "the message names neither rank nor host: %s",
+		  rdmach_conn_error(c));
+	rdmach_finalize(&ctx);
+	return 0;
+}
+
+/* Rank 1 dies before any connection (t->c->arg NULL: rank 0's requests
+ * go unanswered) or during its set-up (rank 1 starts the connection, its
+ * request reaches rank 0, and dies: rank 0's half-open connection never
+ * hears back). */
+static int cn_dies(struct tst *t)
+{
+	static uint8_t buf[64];
+	struct iovec v = { buf, sizeof(buf) };
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+	int ret;
+
+	setenv("RDMACH_PEER_TIMEOUT_MS", "1000", 1);
+	ret = cn_open(t, &o, 0, &ctx, 1 - t->rank, &c);
+	if (ret)	/* skipped: exit 0 passes too */
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	if (t->rank == 1 && t->c->arg) {
+		TST_CHECK(t, rdmach_put(c, &v, 1) == 0, "the first put of a "
+			  "connection on demand took bytes");
+		usleep(20000);	/* the request leaves */
+	}
+	if (t->rank == 1)
+		cn_die(t);
+	return cn_survive(t, ctx, c);
+}
+
+/* The out-of-band puts rdmach_print_stats counts. */
+static long cn_oob_puts(rdmach_ctx_t *ctx)
+{
+	char *buf = NULL, *p;
+	size_t n = 0;
+	long puts = -1;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (!f)
+		return -1;
+	rdmach_print_stats(ctx, f);
+	fclose(f);
+	p = buf ? strstr(buf, "# out-of-band: ") : NULL;
+	if (p)
+		puts = strtol(p + 15, NULL, 10);
+	free(buf);
+	return puts;
+}
+
+/* RC QPs of this process, as the kernel lists them; -1 if it cannot. */
+static int cn_kernel_rc_qps(void)
+{
+	char cmd[64], line[512], pid[32];
+	int n = 0, any = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma resource show qp 2>/dev/null");
+	snprintf(pid, sizeof(pid), " pid %d ", (int)getpid());
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		any = 1;
+		n += strstr(line, "type RC") && strstr(line, pid);
+	}
+	return pclose(f) == 0 && any ? n : -1;
+}
+
+/* Four ranks: 0 and 1 talk, 2 and 3 talk; nobody else connects. */
+static int cn_only_pairs(struct tst *t)
+{
+	int peer = t->rank ^ 1, qps, ret;
+	char line[160];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+
+	ret = cn_open(t, &o, 0, &ctx, peer, &c);
+	if (ret)
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	ret = cn_exchange(t, c, peer, 3);
+	if (!ret && !cn_conns_line(ctx, line, sizeof(line)) &&
+	    !strstr(line, " ib 1, not made 3 "))
+		ret = tst_fail(t, "%s (want one connection of four)", line);
+	/* one record of the core and one of ib: none per peer */
+	if (!ret && cn_oob_puts(ctx) != 2)
+		ret = tst_fail(t, "%ld out-of-band puts (want 2)",
+			       cn_oob_puts(ctx));
+	qps = cn_kernel_rc_qps();
+	if (!ret && qps >= 0 && qps != 1)
+		ret = tst_fail(t, "the kernel lists %d RC QPs of this process "
+			       "(want 1: to rank %d)", qps, peer);
+	if (!ret)
+		tst_log(t, "rank %d: %s; kernel RC QPs: %d", t->rank, line,
+			qps);
+	TST_CHECK0(t, tst_barrier(t));	/* nobody finalizes before all count */
+	rdmach_finalize(&ctx);
+	return ret;
+}
+
+/* PMI_process_mapping, strictly: blocks in turn, repeated; anything
+ * malformed or out of bounds refused without touching the output. */
+static int cn_nodemap_parse(struct tst *t)
+{
+	static const struct { const char *s; int size, ok; int node[8]; } c[] = {
+		{ "(vector,(0,1,4))", 4, 1, { 0, 0, 0, 0 } },
+		{ "(vector,(0,2,2))", 4, 1, { 0, 0, 1, 1 } },
+		{ "(vector,(0,2,1))", 5, 1, { 0, 1, 0, 1, 0 } },
+		{ "(vector,(0,1,2),(3,2,1))", 6, 1, { 0, 0, 3, 4, 0, 0 } },
+		{ "(vector,(0,2,1))", 1, 1, { 0 } },
+		{ "(vector)", 2, 0, { 0 } },
+		{ "(vector,(0,0,1))", 2, 0, { 0 } },
+		{ "(vector,(0,1,0))", 2, 0, { 0 } },
+		{ "(vector,(-1,1,1))", 2, 0, { 0 } },
+		{ "(vector,(0,1,1)", 2, 0, { 0 } },
+		{ "(vector,(0,1,1)) ", 2, 0, { 0 } },
+		{ "(vector,(0,1,99999999999))", 2, 0, { 0 } },
+		{ "(vector,(16777215,2,1))", 2, 0, { 0 } },
+		{ "(vector,(0,1,1),)", 2, 0, { 0 } },
+		{ "", 2, 0, { 0 } },
+	};
+	char why[160];
+	size_t i;
+	int node[8], k, ret;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		for (k = 0; k < 8; k++)
+			node[k] = -5;
+		ret = rdmach_nodemap_parse(c[i].s, c[i].size, node, why,
+					   sizeof(why));
+		TST_CHECK(t, (ret == 0) == c[i].ok, "\"%s\": %s", c[i].s,
+			  tst_errname(ret));
+		for (k = 0; k < 8; k++)
+			TST_CHECK(t, node[k] == (c[i].ok && k < c[i].size ?
+						 c[i].node[k] : -5),
+				  "\"%s\": rank %d on node %d", c[i].s, k,
+				  node[k]);
+	}
+	return 0;
+}
+
+/* A mapping that puts the two ranks (on one host) on two nodes: connect
+ * fails, naming both ranks and their host ids. */
+static int cn_nodemap_mismatch(struct tst *t)
+{
+	struct tst_capture cap;
+	char out[4096];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	int ret;
+
+	cn_oob_init(&o, t, 0);
+	o.mapping = "(vector,(0,2,1))";
+	TST_CHECK0(t, rdmach_init(&ctx, &o.oob));
+	TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	ret = rdmach_connect(ctx);
+	tst_capture_end(t, &cap, out, sizeof(out));
+	rdmach_finalize(&ctx);
+	TST_CHECK(t, ret == -EPROTO, "connect: %s", tst_errname(ret));
+	TST_CHECK(t, strstr(out, "PMI_process_mapping puts rank") &&
+		  strstr(out, "rank 0 on ") && strstr(out, "rank 1 on "),
+		  "the message names not both ranks: %s", out);
+	return 0;
+}
+
+#define CN_VICTIM_1 { 0, -SIGKILL }
+
+static const struct tst_case cn_cases[] = {
+	{ "nodemap_parse", 1, cn_nodemap_parse, TST_UNIT, NULL, { 0 } },
+	{ "nodemap_mismatch", 2, cn_nodemap_mismatch,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "simultaneous", 2, cn_simultaneous, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
+	{ "lost_messages", 2, cn_lost_messages,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "dies_before", 2, cn_dies,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, CN_VICTIM_1 },
+	{ "dies_during", 2, cn_dies,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, "during",
+	  CN_VICTIM_1 },
+	{ "only_pairs", 4, cn_only_pairs, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+};
+
+int main(int argc, char **argv)
+{
+	return tst_main(argc, argv, cn_cases,
+			(int)(sizeof(cn_cases) / sizeof(cn_cases[0])));
+}
