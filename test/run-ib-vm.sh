@@ -14,6 +14,7 @@
 # usage: test/run-ib-vm.sh [build-dir]     (default: build; built if needed)
 # env:   RDMACH_TEST_SCALE (default here 0.1: keeps one VM run to minutes)
 #        RDMACH_IB_VM_NATIVE=1 forces the native path
+#        RDMACH_VM_TIMEOUT (s, default here 1800): the VM's limit
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -81,6 +82,9 @@ if [ "${RDMACH_IB_VM_NATIVE:-0}" = 1 ] ||
 	inner
 	exit
 fi
+# the suites take 7-10 min of the emulated CPU (under demand too): the
+# VM's limit leaves room for a busy host
+RDMACH_VM_TIMEOUT=${RDMACH_VM_TIMEOUT:-1800} \
 RDMACH_VM_PASSENV="RDMACH_TEST_SCALE RDMACH_VERBOSE" \
 	"$ROOT/test/vm/vm-run.sh" "$ROOT" \
 	"test/run-ib-vm.sh --inner $(printf %q "$BUILD")"
