@@ -645,6 +645,45 @@ static int dup_both_ways(struct tst *t, rdmach_conn_t *c,
 	return 0;
 }
 
+/* Rounds of dup_both_ways with fresh streams until one side's large
+ * puts went by CMA (at most three); out->tickets sums them over rounds. */
+static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
+		      uint8_t *in, size_t len, uint64_t seed_out,
+		      uint64_t seed_in)
+{
+	long large = 0, small = 0;
+	int round, ret = 0;
+
+	for (round = 1; round <= 3 && !ret; round++) {
+		uint64_t mine, theirs = 0;
+		struct iovec iov;
+		uint8_t *buf = out->buf;
+
+		seed_out ^= 0xd1b54a32d192ed03ull * (uint64_t)round;
+		seed_in ^= 0xd1b54a32d192ed03ull * (uint64_t)round;
+		memset(out, 0, sizeof(*out));
+		out->buf = buf;
+		out->len = len;
+		tst_pat_fill(buf, len, seed_out, 0);
+		ret = dup_both_ways(t, c, dup_put, out, &out->done, in, len,
+				    seed_in);
+		large += out->tickets[0];
+		small += out->tickets[1];
+		mine = (uint64_t)out->tickets[0];
+		iov = (struct iovec){ &mine, sizeof(mine) };
+		if (!ret)
+			ret = tst_xfer_iov(t, c, 1, &iov, 1);
+		iov = (struct iovec){ &theirs, sizeof(theirs) };
+		if (!ret)
+			ret = tst_xfer_iov(t, c, 0, &iov, 1);
+		if (!ret && (mine || theirs))
+			break;
+	}
+	out->tickets[0] = large;
+	out->tickets[1] = small;
+	return ret;
+}
+
 static int shm_deferred_duplex(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_SHM_CMA_USE", "auto",
@@ -680,9 +719,10 @@ static int shm_deferred_duplex(struct tst *t)
 	}
 	if (tst_barrier(t))
 		return -1;
-	/* both ways: fresh streams after the one-way message */
-	seed_out ^= 0xd1b54a32d192ed03ull;
-	seed_in ^= 0xd1b54a32d192ed03ull;
+	/* both ways: fresh streams after the one-way message.  The choice
+	 * follows messages seen crossing, which a side that starts late (a
+	 * slow ASan run) may not see in one round: up to three rounds, until
+	 * either side's large puts took CMA (both sides learn the count). */
 	out.buf = malloc(len);
 	in = malloc(len);
 	if (!out.buf || !in) {
@@ -690,9 +730,7 @@ static int shm_deferred_duplex(struct tst *t)
 		free(in);
 		return tst_fail(t, "out of memory");
 	}
-	out.len = len;
-	tst_pat_fill(out.buf, len, seed_out, 0);
-	ret = dup_both_ways(t, c, dup_put, &out, &out.done, in, len, seed_in);
+	ret = dup_rounds(t, c, &out, in, len, seed_out, seed_in);
 	free(out.buf);
 	free(in);
 	if (ret)
