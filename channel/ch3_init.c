@@ -2,9 +2,11 @@
  * ch3_init.c - CH3 channel "rdma": initialisation, finalisation, VC and
  * process-group hooks, and the (unsupported) dynamic-process entry points.
  *
- * MPI_Init: rdmach_init + rdmach_connect over PMI connect every pair of
- * processes (shared memory on the same host, InfiniBand/RoCE otherwise, or
- * as RDMACH_TRANSPORT says); every VC is then active.
+ * MPI_Init: rdmach_init + rdmach_connect over PMI (shared memory on the
+ * same host, InfiniBand/RoCE otherwise, or as RDMACH_TRANSPORT says; ib
+ * pairs at their first message under RDMACH_CONNECT=demand).  A VC becomes
+ * active when it is used: at its first send, or when rdmach reports that
+ * the peer connected (ch3_progress.c).
  */
 #include "mpidi_ch3_impl.h"
 
@@ -30,20 +32,12 @@ static int vc_attach(MPIDI_VC_t *vc, int rank)
 
 	if (rc < 0)
 		return rdma_fail("rdmach_conn", rc);
-	vc->ch.rx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
-	vc->ch.tx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
-	vc->ch.rx_buf = MPL_malloc(MPIDI_CH3I_Rx_staging_size(), MPL_MEM_BUFFER);
+	/* buffers and the ACTIVE state come with use (MPIDI_CH3I_Vc_activate) */
 	vc->ch.rx_pos = vc->ch.rx_len = 0;
 	vc->ch.rx_ahead = MPIDI_CH3I_Rx_staging_size();
 	vc->ch.rx_in_place_min = MPIDI_CH3I_Rx_in_place_min();
 	vc->ch.rx_peek = 0;
 	vc->ch.rx_waited = 0;
-	if (!vc->ch.rx_pkt || !vc->ch.tx_pkt || !vc->ch.rx_buf)
-		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
-					    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
-	/* all pairs are connected: CH3 runs its close protocol with each */
-	if (rank != MPIDI_Process.my_pg_rank)
-		MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
 	return MPI_SUCCESS;
 }
 

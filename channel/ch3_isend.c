@@ -75,6 +75,11 @@ static int start_msg(MPIDI_VC_t *vc, struct iovec *iov, int n, MPIR_Request **sr
 
 	*sreq_ptr = NULL;
 	prefetch_payload(iov, n);
+	if (unlikely(!vcch->polled)) {
+		mpi_errno = MPIDI_CH3I_Vc_activate(vc);
+		if (mpi_errno)
+			return mpi_errno;
+	}
 	if (MPIDI_CH3I_SendQ_empty(vcch)) {
 		/* stage the header where it stays while this send is queued */
 		iov[0].iov_len = MPIDI_CH3I_Wire_stage(vcch->tx_pkt, iov[0].iov_base,

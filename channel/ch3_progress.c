@@ -173,12 +173,61 @@ volatile int MPIDI_CH3I_progress_wakeup_signalled = FALSE;
 
 static MPIDI_CH3_PktHandler_Fcn *pkt_handlers[MPIDI_CH3_PKT_END_CH3 + 1];
 
-/* The VCs a pass polls: every peer, and this process's own VC only once
- * something was sent on it (CH3 keeps self-messages to itself, so normally
- * never).  The pass starts where the last one stopped, so a peer whose
- * packets keep completing requests cannot starve the others. */
+/* The VCs a pass polls: those in use.  A VC joins at its first send, or
+ * when rdmach says its connection came up (a peer connected to us: under
+ * RDMACH_CONNECT=demand only the pairs that talk have one), and only then
+ * gets its buffers and CH3's ACTIVE state, so that MPI_Finalize's close
+ * protocol (MPIDI_PG_Close_VCs) runs with those peers only and connects
+ * no other pair.  This process's own VC joins only once something was
+ * sent on it (CH3 keeps self-messages to itself, so normally never).  The
+ * pass starts where the last one stopped, so a peer whose packets keep
+ * completing requests cannot starve the others. */
 static MPIDI_VC_t **poll_vcs;
 static int n_poll_vcs, next_poll_vc;
+/* passes between looks for connections peers made (rdmach_conns_up) */
+#define MPIDI_CH3I_CONN_PASSES 64u
+static unsigned conn_pass;
+
+int MPIDI_CH3I_Vc_activate(MPIDI_VC_t *vc)
+{
+	MPIDI_CH3I_VC *vcch = &vc->ch;
+
+	if (vcch->polled)
+		return MPI_SUCCESS;
+	if (!vcch->rx_buf) {
+		vcch->rx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
+		vcch->tx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
+		vcch->rx_buf = MPL_malloc(idle_policy.rx_staging, MPL_MEM_BUFFER);
+		if (!vcch->rx_pkt || !vcch->tx_pkt || !vcch->rx_buf)
+			return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+						    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
+	}
+	/* CH3 runs its close protocol with the VCs that are ACTIVE */
+	if (vc->state == MPIDI_VC_STATE_INACTIVE && vc->pg_rank != MPIDI_Process.my_pg_rank)
+		MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
+	vcch->polled = 1;
+	poll_vcs[n_poll_vcs++] = vc;
+	return MPI_SUCCESS;
+}
+
+/* The peers whose connections came up since the last look join the poll
+ * list (this process's own VC only by a send). */
+static int conns_up(void)
+{
+	MPIDI_PG_t *pg = MPIDI_Process.my_pg;
+	int ranks[64], n, i, mpi_errno = MPI_SUCCESS;
+
+	do {
+		n = rdmach_conns_up(MPIDI_CH3I_rdma_ctx, ranks, 64);
+		if (n < 0)
+			return MPIDI_CH3I_Rdma_error(&pg->vct[MPIDI_Process.my_pg_rank],
+						     "rdmach_conns_up", n);
+		for (i = 0; i < n && !mpi_errno; i++)
+			if (ranks[i] != MPIDI_Process.my_pg_rank)
+				mpi_errno = MPIDI_CH3I_Vc_activate(&pg->vct[ranks[i]]);
+	} while (n == 64 && !mpi_errno);
+	return mpi_errno;
+}
 
 static int poll_list_init(void)
 {
@@ -188,19 +237,8 @@ static int poll_list_init(void)
 	if (!poll_vcs)
 		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
 					    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
-	n_poll_vcs = 0;
-	for (int i = 0; i < pg->size; i++)
-		if (i != MPIDI_Process.my_pg_rank) {
-			pg->vct[i].ch.polled = 1;
-			poll_vcs[n_poll_vcs++] = &pg->vct[i];
-		}
-	return MPI_SUCCESS;
-}
-
-static void poll_self(MPIDI_VC_t *vc)
-{
-	vc->ch.polled = 1;
-	poll_vcs[n_poll_vcs++] = vc;
+	n_poll_vcs = next_poll_vc = 0;
+	return conns_up();
 }
 
 /*
@@ -270,8 +308,12 @@ static int rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb, uint64
 
 	if (vc->ch.terminated)
 		return MPIDI_CH3I_Rdma_error(vc, "put", -EPIPE);
-	if (unlikely(!vc->ch.polled))
-		poll_self(vc);
+	if (unlikely(!vc->ch.polled)) {
+		int mpi_errno = MPIDI_CH3I_Vc_activate(vc);
+
+		if (mpi_errno)
+			return mpi_errno;
+	}
 	rc = ticket ? rdmach_put_deferred(vc->ch.conn, iov, n, ticket) :
 		rdmach_put(vc->ch.conn, iov, n);
 	if (rc < 0)
@@ -287,8 +329,12 @@ int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb)
 
 int MPIDI_CH3I_Rdma_enqueue(MPIDI_VC_t *vc, MPIR_Request *sreq)
 {
-	if (unlikely(!vc->ch.polled))
-		poll_self(vc);
+	if (unlikely(!vc->ch.polled)) {
+		int mpi_errno = MPIDI_CH3I_Vc_activate(vc);
+
+		if (mpi_errno)
+			return mpi_errno;
+	}
 	MPIDI_CH3I_SendQ_enqueue(&vc->ch, sreq);
 	return MPI_SUCCESS;
 }
@@ -704,6 +750,11 @@ static int progress_pass(int *progressed)
 	unsigned start_count = MPIDI_CH3I_progress_completion_count;
 	int mpi_errno = MPI_SUCCESS;
 
+	if (conn_pass++ % MPIDI_CH3I_CONN_PASSES == 0) {
+		mpi_errno = conns_up();
+		if (mpi_errno)
+			return mpi_errno;
+	}
 	for (int k = 0; k < n_poll_vcs; k++) {
 		MPIDI_VC_t *vc = poll_vcs[next_poll_vc];
 
@@ -834,8 +885,8 @@ int MPIDI_CH3I_Rdma_flush(void)
 		int progressed = 0;
 
 		pending = 0;
-		for (int i = 0; i < pg->size && !mpi_errno; i++) {
-			MPIDI_VC_t *vc = &pg->vct[i];
+		for (int i = 0; i < n_poll_vcs && !mpi_errno; i++) {
+			MPIDI_VC_t *vc = poll_vcs[i];
 
 			if (vc->ch.conn && !MPIDI_CH3I_SendQ_empty(&vc->ch))
 				mpi_errno = drain_sendq(vc, &progressed);

@@ -176,8 +176,11 @@ int MPIDI_CH3I_Progress_init(void);
 /* Bytes of a VC's receive staging buffer (RDMACH_CH3_RX_STAGING). */
 size_t MPIDI_CH3I_Rx_staging_size(void);
 uint64_t MPIDI_CH3I_Rx_in_place_min(void);
-/* Every VC is connected: build the poll list. */
+/* rdmach_connect is done: poll the VCs whose connections are up. */
 int MPIDI_CH3I_Progress_connected(void);
+/* vc is in use (a send, or its connection came up): buffers, CH3's
+ * ACTIVE state, the poll list. */
+int MPIDI_CH3I_Vc_activate(MPIDI_VC_t *vc);
 int MPIDI_CH3I_Progress_finalize(void);
 /* Put as much of iov[0..n) on vc as rdmach accepts now; *nb = bytes taken. */
 int MPIDI_CH3I_Rdma_put(MPIDI_VC_t *vc, struct iovec *iov, int n, size_t *nb);

@@ -23,7 +23,7 @@
 
 enum { CORE_KNOB_TRANSPORT, CORE_KNOB_VERBOSE, CORE_KNOB_PEER_TIMEOUT,
        CORE_KNOB_FINALIZE_TIMEOUT, CORE_KNOB_STALL_WARN, CORE_KNOB_STATS,
-       CORE_KNOB_CONNECT, CORE_KNOB_NUM };
+       CORE_KNOB_CONNECT, CORE_KNOB_CONNECT_ALL_MAX, CORE_KNOB_NUM };
 
 static const struct rdmach_knob core_knobs[CORE_KNOB_NUM] = {
 	[CORE_KNOB_TRANSPORT] = { "RDMACH_TRANSPORT", RDMACH_KNOB_STRING,
@@ -44,11 +44,16 @@ static const struct rdmach_knob core_knobs[CORE_KNOB_NUM] = {
 		"warn once when a put has made no progress this long (0: never)" },
 	[CORE_KNOB_STATS] = { "RDMACH_STATS", RDMACH_KNOB_BOOL, "0", 0, 1,
 		"print every connection's counters on stderr at finalize" },
-	[CORE_KNOB_CONNECT] = { "RDMACH_CONNECT", RDMACH_KNOB_STRING, "all",
+	[CORE_KNOB_CONNECT] = { "RDMACH_CONNECT", RDMACH_KNOB_STRING, "auto",
 		0, 0,
 		"all: rdmach_connect connects every pair; demand: a transport "
 		"that can (ib) connects a pair at its first put, and start-up "
-		"reads only the records of ranks on this host" },
+		"reads only the records of ranks on this host; auto: all in "
+		"jobs of up to RDMACH_CONNECT_ALL_MAX ranks, demand above" },
+	[CORE_KNOB_CONNECT_ALL_MAX] = { "RDMACH_CONNECT_ALL_MAX",
+		RDMACH_KNOB_UINT, "64", 1, 1 << 24,
+		"RDMACH_CONNECT=auto: the largest job connected at start-up "
+		"(as MVAPICH2's MV2_ON_DEMAND_THRESHOLD)" },
 };
 RDMACH_KNOB_TABLE(core, core_knobs);
 
@@ -104,6 +109,10 @@ struct core_ctx_extra {
 					 * whose record is not read yet, or -1 */
 	/* out-of-band calls of this context (RDMACH_STATS) */
 	uint64_t oob_puts, oob_gets, oob_fences;
+	/* ranks whose connection came up, each once, in order: [head, tail)
+	 * not yet reported by rdmach_conns_up */
+	int *up_ranks;
+	int up_head, up_tail;
 };
 
 struct core_ctx {
@@ -309,7 +318,7 @@ static int core_env_checked;
 static int core_read_knobs(struct core_ctx *c)
 {
 	const struct rdmach_knob *k = core_knobs;
-	uint64_t verbose, peer_ms, fin_ms, stall_ms, stats;
+	uint64_t verbose, peer_ms, fin_ms, stall_ms, stats, all_max;
 	const char *want;
 	int ret;
 
@@ -334,11 +343,16 @@ static int core_read_knobs(struct core_ctx *c)
 	c->x.stall_warn_ns = stall_ms * 1000000u;
 	c->x.print_stats = (int)stats;
 	want = rdmach_knob_str(&k[CORE_KNOB_CONNECT]);
-	if (strcmp(want, "all") && strcmp(want, "demand")) {
-		rdmach_err("RDMACH_CONNECT=%s: expected all or demand", want);
+	if (strcmp(want, "all") && strcmp(want, "demand") &&
+	    strcmp(want, "auto")) {
+		rdmach_err("RDMACH_CONNECT=%s: expected auto, all or demand",
+			   want);
 		return -EINVAL;
 	}
-	c->pub.demand = !strcmp(want, "demand");
+	if (rdmach_knob_u64(&k[CORE_KNOB_CONNECT_ALL_MAX], &all_max))
+		return -EINVAL;
+	c->pub.demand = !strcmp(want, "demand") ||
+		(!strcmp(want, "auto") && (uint64_t)c->pub.size > all_max);
 	return 0;
 }
 
@@ -435,6 +449,9 @@ int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob)
 			   oob->size);
 		goto err_free;
 	}
+	c->x.up_ranks = calloc((size_t)oob->size, sizeof(*c->x.up_ranks));
+	if (!c->x.up_ranks)
+		goto err_free;
 	for (i = 0; i < oob->size; i++) {
 		c->pub.conns[i].ctx = &c->pub;
 		c->pub.conns[i].peer = i;
@@ -451,6 +468,7 @@ int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob)
 err_close:
 	core_close_transports(&c->pub, rdmach_now_ns());
 err_free:
+	free(c->x.up_ranks);
 	free(c->pub.conns);
 	free(c);
 	return ret;
@@ -1271,6 +1289,38 @@ int rdmach_consume(rdmach_conn_t *conn, size_t n)
 	return ret;
 }
 
+void rdmach_conn_up(struct rdmach_conn *conn, struct rdmach_tl *tl)
+{
+	struct core_ctx_extra *x = &core_of(conn->ctx)->x;
+
+	conn->tl = tl;
+	if (conn->announced)
+		return;
+	conn->announced = 1;
+	x->up_ranks[x->up_tail++] = conn->peer;	/* once per rank: fits */
+}
+
+int rdmach_conns_up(rdmach_ctx_t *ctx, int *peers, int max)
+{
+	struct core_ctx_extra *x;
+	int n = 0, t;
+
+	if (!ctx || max < 0 || (max && !peers))
+		return -EINVAL;
+	if (!core_ctx_live(ctx))
+		return -EBADF;
+	if (!ctx->connected)
+		return -ENOTCONN;
+	x = &core_of(ctx)->x;
+	/* under demand a peer's request waits for this process to look */
+	for (t = 0; t < RDMACH_TL_MAX && ctx->demand; t++)
+		if (ctx->tls[t] && ctx->tls[t]->ops->listen)
+			ctx->tls[t]->ops->listen(ctx->tls[t]);
+	while (n < max && x->up_head < x->up_tail)
+		peers[n++] = x->up_ranks[x->up_head++];
+	return n;
+}
+
 int rdmach_progress(rdmach_ctx_t *ctx)
 {
 	int t, ret;
@@ -1383,6 +1433,7 @@ int rdmach_finalize(rdmach_ctx_t **ctxp)
 	core_close_transports(ctx, rdmach_now_ns() + ctx->finalize_timeout_ns);
 	free(ctx->conns);
 	free(c->x.same_host);
+	free(c->x.up_ranks);
 	free(c);
 	*ctxp = NULL;
 	return 0;
@@ -1560,14 +1611,14 @@ static void core_print_conns(FILE *out, const struct rdmach_ctx *ctx)
 		(unsigned long long)x->oob_fences);
 }
 
-void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
+static void core_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 {
 	uint64_t in_place_reads = 0, in_place_bytes = 0;
 	rdmach_stats_t sum;
 	char who[32];
 	int i;
 
-	if (!ctx || !out || rdmach_ctx_stats(ctx, &sum))
+	if (rdmach_ctx_stats(ctx, &sum))
 		return;
 	fprintf(out, "# rdmach counters, rank %d\n", ctx->rank);
 	fprintf(out, "%-10s %14s %14s %10s %10s %8s %8s %8s %8s %8s\n", "peer",
@@ -1600,4 +1651,27 @@ void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 			(unsigned long long)in_place_bytes);
 	core_print_large(out, &sum);
 	core_print_conns(out, ctx);
+}
+
+void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem;
+
+	if (!ctx || !out)
+		return;
+	/* one write: the ranks of a job usually share one stderr (mpiexec
+	 * forwards it), where line pieces of several would interleave */
+	mem = open_memstream(&text, &len);
+	if (!mem) {
+		core_print_stats(ctx, out);
+		return;
+	}
+	core_print_stats(ctx, mem);
+	if (!fclose(mem) && len) {
+		fwrite(text, 1, len, out);
+		fflush(out);
+	}
+	free(text);
 }

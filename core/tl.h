@@ -17,8 +17,9 @@
  * connect_peer gets its peers in publish (to size what is shared) but
  * none in connect; the core then calls connect_peer from the first put
  * (start = 1) or get/peek/progress (start = 0) on a connection whose tl
- * is not set yet.  The transport sets conn->tl (= conn->via) when the
- * connection is up, also for connections a peer started.
+ * is not set yet.  The transport calls rdmach_conn_up(conn, tl) when the
+ * connection is up, also for connections a peer started (and for those
+ * connect makes): rdmach_conns_up reports it to the caller.
  */
 #ifndef RDMACH_CORE_TL_H
 #define RDMACH_CORE_TL_H
@@ -49,6 +50,10 @@ struct rdmach_tl_ops {
 	 * or a negative errno (after rdmach_conn_fail: a peer that never
 	 * answers fails with -ECONNRESET within RDMACH_PEER_TIMEOUT_MS). */
 	int (*connect_peer)(struct rdmach_tl *tl, int peer, int start);
+	/* Optional, with connect_peer: answer connection requests peers
+	 * sent (rdmach_conns_up under demand); errors go to the connections
+	 * they concern. */
+	void (*listen)(struct rdmach_tl *tl);
 	/* iov/iovcnt already checked by the core; total = sum of lengths > 0.
 	 * Return bytes completed (0..total) or a negative errno; a transport
 	 * that detects a failure calls rdmach_conn_fail() first. */
@@ -109,6 +114,7 @@ struct rdmach_conn {
 	struct rdmach_tl *via;		/* the transport chosen for the peer
 					 * (set by connect; tl = via once up) */
 	int contacted;			/* the peer's record was checked */
+	int announced;			/* up: queued for rdmach_conns_up */
 	void *priv;			/* transport's per-connection state */
 	int peer;
 	int err;			/* 0, or the negative errno of a failure */
@@ -138,6 +144,9 @@ struct rdmach_ctx {
  * level, and return err for the caller to pass on. */
 int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* conn is up on tl (sets conn->tl); queued once for rdmach_conns_up. */
+void rdmach_conn_up(struct rdmach_conn *conn, struct rdmach_tl *tl);
 
 /* A transport whose open returns -ENODEV says why here: when a pair of
  * ranks is then left without a transport, the error names that reason and

@@ -174,6 +174,18 @@ RDMACH_API int rdmach_connect(rdmach_ctx_t *ctx);
 /* The connection to `peer` (0..size-1), valid from connect to finalize. */
 RDMACH_API int rdmach_conn(rdmach_ctx_t *ctx, int peer, rdmach_conn_t **connp);
 
+/* Connections that came up since the last call, for a caller that polls
+ * only the connections in use (an MPI progress engine with many peers):
+ * under RDMACH_CONNECT=demand it first answers the connection requests
+ * that have arrived (as any polling call does), then stores in peers[]
+ * up to max ranks whose connection is now up, made by either side, and
+ * returns how many (0: none new).  Each rank is reported once in the
+ * context's life, this process's own included; the connections
+ * rdmach_connect made (all of them under RDMACH_CONNECT=all, the shm
+ * ones under demand) come first.  -EINVAL, -EBADF, or -ENOTCONN before
+ * rdmach_connect. */
+RDMACH_API int rdmach_conns_up(rdmach_ctx_t *ctx, int *peers, int max);
+
 /* 3. put / 4. get: see the contract above. */
 RDMACH_API ssize_t rdmach_put(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);
 RDMACH_API ssize_t rdmach_get(rdmach_conn_t *conn, const struct iovec *iov, int iovcnt);

@@ -356,7 +356,7 @@ static void ib_cm_up(struct ib_tl *tl, int peer)
 	ib_cm_set_pending(tl->cm, p, 0);
 	if (conn->tl)
 		return;
-	conn->tl = &tl->base;
+	rdmach_conn_up(conn, &tl->base);
 	rdmach_debug("ib: connected to rank %d (host %s), QP %u -> %u", peer,
 		     p->host, tl->conns[peer]->qp->qp_num, p->r_qpn);
 }
@@ -542,7 +542,7 @@ static int ib_cm_self(struct ib_tl *tl, int me)
 	ib_ep_local_addr(ic, ic->loop_qp, &r);
 	if (ib_ep_connect(ic, &r))
 		return -EIO;
-	tl->base.ctx->conns[me].tl = &tl->base;
+	rdmach_conn_up(&tl->base.ctx->conns[me], &tl->base);
 	return 0;
 }
 
@@ -636,6 +636,15 @@ int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
 	if (tl->cm->peers[peer].active)
 		sched_yield();
 	return 0;
+}
+
+void ib_cm_listen(struct rdmach_tl *base)
+{
+	struct ib_tl *tl = (struct ib_tl *)base;
+
+	/* a failure there is a connection's, reported by its calls */
+	if (tl->cm && !ib_ep_poll(tl))
+		ib_cm_progress(tl);
 }
 
 int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)

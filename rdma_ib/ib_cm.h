@@ -25,6 +25,8 @@ void ib_cm_close(struct ib_tl *tl);
  * connection to peer; 1 when up, 0 while under way, or a negative errno
  * (the connection failed: rdmach_conn_fail). */
 int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start);
+/* tl_ops listen: answer the requests that have arrived. */
+void ib_cm_listen(struct rdmach_tl *base);
 
 /* Connect every peer of peers[] now (RDMACH_CONNECT=all): 0 when all are
  * up, or the first failure. */

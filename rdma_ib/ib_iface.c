@@ -328,6 +328,7 @@ static const struct rdmach_tl_ops ib_ops = {
 	.connect = ib_connect,
 	.ready = ib_ready,
 	.connect_peer = ib_cm_connect_peer,
+	.listen = ib_cm_listen,
 	.put = ib_ep_put,
 	.get = ib_ep_get,
 	.put_deferred = ib_ep_put_deferred,

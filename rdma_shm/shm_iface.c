@@ -804,7 +804,7 @@ static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
 		if (err)
 			return err;
 		sc->conn->priv = sc;
-		sc->conn->tl = base;
+		rdmach_conn_up(sc->conn, base);
 	}
 	shm_choice_setup(tl, peers, npeers);
 	shm_ptracer_setup(tl);

@@ -6,8 +6,11 @@
 #   smoke  one boot of 2 VMs: the conformance suite with 4 ranks (2 per VM:
 #          shm and ib in one run), byte-checked all-pairs streams with the
 #          transport of each pair checked (shm on a host, ib across),
-#          cpi on MPICH ch3:rdma (if PREFIX has it) and mpi_exchange with
-#          every message read in place from rdma_ib's ring
+#          cpi on MPICH ch3:rdma (if PREFIX has it), mpi_exchange with
+#          every message read in place from rdma_ib's ring, and 8 ranks
+#          under RDMACH_CONNECT=demand exchanging with their ring
+#          neighbours only (each has made 2 ib connections at MPI_Finalize),
+#          then with all-to-all too (4: every rank on the other VM)
 #   full   `make check-cluster`: three boots
 #          A  2 VMs: conformance, streams, knobs that differ between
 #             hosts, a host without an RDMA device, MPI programs (cpi, Fortran,
@@ -83,13 +86,15 @@ if [ "${1:-}" = --inner ]; then
 	bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 	skip() { echo "skip $1: $2"; }
 	# mpx TIMEOUT LOG mpiexec-args...: run, log, return mpiexec's status;
-	# sets SECS
+	# sets SECS (and writes it to LOG.secs, for a run in a subshell)
+	SECS=0
 	mpx() {
 		local t=$1 log=$2 t0 rc; shift 2
 		t0=$(date +%s.%N)
 		timeout -k 5 "$t" "$MPIEXEC" "$@" >"$log" 2>&1 </dev/null
 		rc=$?
 		SECS=$(echo "$(date +%s.%N) - $t0" | bc)
+		echo "$SECS" >"$log.secs"
 		return $rc
 	}
 	# suite NAME TIMEOUT mpiexec-args...: a program that ends with
@@ -185,6 +190,28 @@ if [ "${1:-}" = --inner ]; then
 		[ -z "${CLUSTER_MPI_PRELOAD:-}" ] || export LD_PRELOAD=$BUILD/lib/librdmach.so
 	}
 
+	# mpi_demand NAME IB ARGS...: MPI under RDMACH_CONNECT=demand, 8 ranks
+	# placed round-robin (a rank's ring neighbours are on the other VM),
+	# mpi_neighbors ARGS: at MPI_Finalize (after CH3's close protocol)
+	# every rank has made exactly IB ib connections (shm: its VM's 4)
+	mpi_demand() {
+		local name=$1 ib=$2 log=$L/$1.log nok nline nbad; shift 2
+		want "$name" || return 0
+		(mpich_path
+		 mpx 300 "$log" -f "$HF" -n 8 -genv RDMACH_CONNECT demand \
+			-genv RDMACH_STATS 1 "$MPIBIN/mpi_neighbors" "$@")
+		local rc=$?
+		SECS=$(cat "$log.secs" 2>/dev/null || echo 0)
+		nok=$(grep -c '^rank [0-9]*: ok' "$log")
+		nline=$(grep -c '^# connections:' "$log")
+		nbad=$(grep '^# connections:' "$log" | grep -vc " ib $ib,")
+		if [ "$rc" = 0 ] && [ "$nok" = 8 ] && [ "$nline" = 8 ] && [ "$nbad" = 0 ]; then
+			ok "$name: 8 ranks, $ib ib connections each after MPI_Finalize (${SECS%.*} s)"
+		else
+			bad "$name" "status $rc, $nok ranks ok, $nline stats lines, $nbad with other than $ib ib connections: $(grep '^# connections:' "$log" | sort | uniq -c | tr '\n' ' ')"
+		fi
+	}
+
 	case $PART in
 	smoke)
 		suite conformance-2x2 900 -f "$HF2" -n 4 "$T/test_conformance"
@@ -201,9 +228,12 @@ if [ "${1:-}" = --inner ]; then
 			 mpx 300 "$L/in-place.log" -f "$HF" -n 2 \
 				-genv RDMACH_CH3_RX_IN_PLACE 1 \
 				"$MPIBIN/mpi_exchange" 262144
-			 ) && grep -q 'No Errors' "$L/in-place.log" &&
+			 ) && SECS=$(cat "$L/in-place.log.secs") &&
+				grep -q 'No Errors' "$L/in-place.log" &&
 				ok "mpi_exchange read in place over ib, 1 rank per VM (${SECS%.*} s)" ||
 				bad in-place "$(tail -n 3 "$L/in-place.log" | tr '\n' ' ')"
+			mpi_demand mpi-demand-neighbours 2
+			mpi_demand mpi-demand-alltoall 4 alltoall
 		else
 			skip cpi "no MPICH ch3:rdma in $PREFIX (make mpich)"
 		fi
@@ -255,6 +285,8 @@ if [ "${1:-}" = --inner ]; then
 				grep -q 'No Errors' "$L/mpi_exchange.log" &&
 				ok "MPI mpi_exchange (byte-checked, all pairs), 4 ranks (${SECS%.*} s)" ||
 				bad mpi_exchange "$(tail -n 3 "$L/mpi_exchange.log" | tr '\n' ' ')"
+			mpi_demand mpi-demand-neighbours 2
+			mpi_demand mpi-demand-alltoall 4 alltoall
 			# the MPICH CI subset, precompiled on the host: the tests
 			# of up to 4 ranks, spread over both VMs
 			if ! want mpich-ci; then :
@@ -412,6 +444,7 @@ mpi_build() {
 	"$PREFIX/bin/mpicc" -O2 -o "$bin/cpi" "$src/examples/cpi.c" -lm || return 1
 	"$PREFIX/bin/mpif90" -O2 -o "$bin/fhello" "$ROOT/channel/test/fhello.f90" || return 1
 	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_exchange" "$ROOT/channel/test/mpi_exchange.c" || return 1
+	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_neighbors" "$ROOT/channel/test/mpi_neighbors.c" || return 1
 	[ "$MODE" = full ] || return 0
 	: >"$bin/ci/list"
 	[ -f "$tb/util/.libs/libmtest_single.a" ] || return 0

@@ -247,6 +247,10 @@ static int api_bad_knob(struct tst *t)
 		{ "RDMACH_PEER_TIMEOUT_MS", "-5", -EINVAL,
 		  "RDMACH_PEER_TIMEOUT_MS" },
 		{ "RDMACH_TRANSPORT", "banana", -EINVAL, "RDMACH_TRANSPORT" },
+		{ "RDMACH_CONNECT", "sometimes", -EINVAL,
+		  "RDMACH_CONNECT=sometimes: expected auto, all or demand" },
+		{ "RDMACH_CONNECT_ALL_MAX", "0", -EINVAL,
+		  "RDMACH_CONNECT_ALL_MAX" },
 		/* a knob of a transport that does not run here */
 		{ "RDMACH_IB_RING_SIZE", "banana", -EINVAL,
 		  "RDMACH_IB_RING_SIZE" },
@@ -615,8 +619,6 @@ static int api_connect_order(struct tst *t)
 	return 0;
 }
 
-/* After a zero-copy put returned 0, a different iovec is -EINVAL and the
- * same iovec completes once the peer reads. */
 /* Connections on demand (RDMACH_CONNECT=demand) make a pair at its first
  * put, which returns 0 until then: a case whose first put must be a
  * real one has rank 1 put one byte to rank 0 first (a stream the case
@@ -635,6 +637,98 @@ static int api_conn_up(struct tst *t, rdmach_conn_t *c)
 	return 0;
 }
 
+/* rdmach_conns_up: -ENOTCONN before connect, -EINVAL for bad arguments;
+ * then every rank whose connection is up, each once (listed one at a
+ * time here: the rest waits for the next call), the other rank among
+ * them once its pair carried a byte (under demand over ib: made then). */
+static int api_conns_up(struct tst *t)
+{
+	int peers[1], listed[2] = { 0, 0 }, n, other = 1 - t->rank;
+	uint64_t deadline = rdmach_now_ns() + 20000000000ull;
+	rdmach_ctx_t *ctx = NULL;
+	rdmach_conn_t *c;
+
+	TST_CHECK_EQ(t, rdmach_init(&ctx, &t->oob), 0);
+	t->ctx = ctx;
+	TST_CHECK_EQ(t, rdmach_conns_up(ctx, peers, 1), -ENOTCONN);
+	TST_CHECK_EQ(t, rdmach_connect(ctx), 0);
+	TST_CHECK_EQ(t, rdmach_conns_up(NULL, peers, 1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_conns_up(ctx, NULL, 1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_conns_up(ctx, peers, -1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_conns_up(ctx, peers, 0), 0);
+	TST_CHECK_EQ(t, rdmach_conn(ctx, other, &c), 0);
+	if (api_conn_up(t, c))
+		return -1;
+	while (!listed[other] && rdmach_now_ns() < deadline) {
+		n = rdmach_conns_up(ctx, peers, 1);
+		TST_CHECK(t, n == 0 || n == 1, "rdmach_conns_up returned %d", n);
+		if (!n)
+			continue;
+		TST_CHECK(t, peers[0] == 0 || peers[0] == 1, "listed rank %d",
+			  peers[0]);
+		TST_CHECK(t, !listed[peers[0]]++, "rank %d listed twice",
+			  peers[0]);
+	}
+	TST_CHECK(t, listed[other], "rank %d not listed after its pair "
+		  "carried a byte", other);
+	/* drained: only this rank's own connection may still come */
+	n = rdmach_conns_up(ctx, peers, 1);
+	TST_CHECK(t, n == 0 || (n == 1 && peers[0] == t->rank && !listed[t->rank]),
+		  "after the drain: %d (rank %d)", n, n > 0 ? peers[0] : -1);
+	return tst_barrier(t);
+}
+
+/* RDMACH_CONNECT=auto (the default): every pair at start-up in a job of
+ * up to RDMACH_CONNECT_ALL_MAX ranks, on demand above. */
+static int api_connect_auto(struct tst *t)
+{
+	static const struct {
+		const char *connect, *all_max, *want;
+	} cases[] = {
+		{ NULL, NULL, "(RDMACH_CONNECT=all)" },
+		{ "auto", "2", "(RDMACH_CONNECT=all)" },
+		{ "auto", "1", "(RDMACH_CONNECT=demand)" },
+		{ NULL, "1", "(RDMACH_CONNECT=demand)" },
+		{ "all", "1", "(RDMACH_CONNECT=all)" },
+	};
+	char out[4096];
+	FILE *f;
+
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		rdmach_ctx_t *ctx = NULL;
+
+		if (cases[i].connect)
+			setenv("RDMACH_CONNECT", cases[i].connect, 1);
+		else
+			unsetenv("RDMACH_CONNECT");
+		if (cases[i].all_max)
+			setenv("RDMACH_CONNECT_ALL_MAX", cases[i].all_max, 1);
+		else
+			unsetenv("RDMACH_CONNECT_ALL_MAX");
+		TST_CHECK_EQ(t, rdmach_init(&ctx, &t->oob), 0);
+		t->ctx = ctx;
+		TST_CHECK_EQ(t, rdmach_connect(ctx), 0);
+		f = fmemopen(out, sizeof(out), "w");
+		TST_CHECK(t, f != NULL, "fmemopen");
+		rdmach_print_stats(ctx, f);
+		fclose(f);
+		out[sizeof(out) - 1] = 0;
+		TST_CHECK(t, strstr(out, cases[i].want), "RDMACH_CONNECT=%s "
+			  "RDMACH_CONNECT_ALL_MAX=%s, 2 ranks: no \"%s\" in "
+			  "\"%.300s\"", cases[i].connect ? cases[i].connect : "",
+			  cases[i].all_max ? cases[i].all_max : "",
+			  cases[i].want, out);
+		if (tst_barrier(t))
+			return -1;
+		TST_CHECK_EQ(t, rdmach_finalize(&t->ctx), 0);
+	}
+	unsetenv("RDMACH_CONNECT");
+	unsetenv("RDMACH_CONNECT_ALL_MAX");
+	return 0;
+}
+
+/* After a zero-copy put returned 0, a different iovec is -EINVAL and the
+ * same iovec completes once the peer reads. */
 static int api_zcopy_same_iov(struct tst *t)
 {
 	uint64_t thr, z, seed = tst_stream_seed(t, 0, 1), len;
@@ -746,6 +840,8 @@ static const struct tst_case api_cases[] = {
 	{ "strerror", 1, api_strerror, TST_NO_CTX, NULL, { 0 } },
 	{ "bad_oob", 1, api_bad_oob, TST_NO_CTX, NULL, { 0 } },
 	{ "connect_order", 2, api_connect_order, TST_NO_CTX, NULL, { 0 } },
+	{ "conns_up", 2, api_conns_up, TST_NO_CTX, NULL, { 0 } },
+	{ "connect_auto", 2, api_connect_auto, TST_NO_CTX, NULL, { 0 } },
 	{ "zcopy_same_iov", 2, api_zcopy_same_iov,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 };

@@ -1,0 +1,117 @@
+/*
+ * mpi_neighbors.c - traffic between neighbours only, then optionally between
+ * every pair: which connections does an MPI job make?  Each rank exchanges
+ * messages of 8 B .. 1 MiB (eager, rendezvous, pipelined and zero-copy
+ * paths) with its left and right neighbour in a ring, every byte checked;
+ * with "alltoall" an MPI_Alltoall of 4 KiB per pair follows.  No other
+ * communication (no collective in the neighbour phase), so that under
+ * RDMACH_CONNECT=demand with RDMACH_STATS=1 each rank's "# connections:"
+ * line at MPI_Finalize shows the pairs the program used and no more.
+ * Each rank prints "rank R: ok" and exits 0, or names what differed and
+ * exits 1.
+ *
+ *   mpiexec -n 8 ./mpi_neighbors [alltoall]
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BYTES (1 << 20)
+#define ROUNDS 3
+
+static int errors;
+
+static unsigned char pattern(int src, int dst, int seq, size_t i)
+{
+	return (unsigned char)(src * 29 + dst * 5 + seq * 11 + i * 97 + (i >> 9));
+}
+
+static void fill(unsigned char *buf, size_t n, int src, int dst, int seq)
+{
+	for (size_t i = 0; i < n; i++)
+		buf[i] = pattern(src, dst, seq, i);
+}
+
+static void check(const unsigned char *buf, size_t n, int src, int dst, int seq,
+		  const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (buf[i] != pattern(src, dst, seq, i)) {
+			if (errors++ < 10)
+				fprintf(stderr, "rank %d: %s from %d seq %d: byte %zu of %zu "
+					"is %u, expected %u\n", dst, what, src, seq, i, n,
+					buf[i], pattern(src, dst, seq, i));
+			return;
+		}
+	}
+}
+
+/* Both neighbours at once, each size a few rounds. */
+static void neighbours(int rank, int np, unsigned char *bufs[4])
+{
+	int left = (rank + np - 1) % np, right = (rank + 1) % np, seq = 0;
+	MPI_Request req[4];
+	MPI_Status st[4];
+
+	for (size_t n = 8; n <= MAX_BYTES; n *= 8) {
+		for (int r = 0; r < ROUNDS; r++, seq++) {
+			fill(bufs[0], n, rank, left, seq);
+			fill(bufs[1], n, rank, right, seq);
+			MPI_Irecv(bufs[2], (int)n, MPI_BYTE, left, seq, MPI_COMM_WORLD, &req[0]);
+			MPI_Irecv(bufs[3], (int)n, MPI_BYTE, right, seq, MPI_COMM_WORLD, &req[1]);
+			MPI_Isend(bufs[0], (int)n, MPI_BYTE, left, seq, MPI_COMM_WORLD, &req[2]);
+			MPI_Isend(bufs[1], (int)n, MPI_BYTE, right, seq, MPI_COMM_WORLD, &req[3]);
+			MPI_Waitall(4, req, st);
+			check(bufs[2], n, left, rank, seq, "from the left");
+			check(bufs[3], n, right, rank, seq, "from the right");
+		}
+	}
+}
+
+static void all_to_all(int rank, int np)
+{
+	const size_t n = 4096;
+	unsigned char *out = malloc(n * np), *in = malloc(n * np);
+
+	if (!out || !in) {
+		fprintf(stderr, "rank %d: no memory\n", rank);
+		exit(1);
+	}
+	for (int p = 0; p < np; p++)
+		fill(out + p * n, n, rank, p, 1000);
+	MPI_Alltoall(out, (int)n, MPI_BYTE, in, (int)n, MPI_BYTE, MPI_COMM_WORLD);
+	for (int p = 0; p < np; p++)
+		check(in + p * n, n, p, rank, 1000, "alltoall");
+	free(out);
+	free(in);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned char *bufs[4];
+	int rank, np;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	for (int i = 0; i < 4; i++) {
+		bufs[i] = malloc(MAX_BYTES);
+		if (!bufs[i]) {
+			fprintf(stderr, "rank %d: no memory\n", rank);
+			return 1;
+		}
+	}
+	neighbours(rank, np, bufs);
+	if (argc > 1 && !strcmp(argv[1], "alltoall"))
+		all_to_all(rank, np);
+	for (int i = 0; i < 4; i++)
+		free(bufs[i]);
+	if (errors)
+		fprintf(stderr, "rank %d: %d errors\n", rank, errors);
+	else
+		printf("rank %d: ok\n", rank);
+	fflush(stdout);
+	MPI_Finalize();
+	return errors ? 1 : 0;
+}
