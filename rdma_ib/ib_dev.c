@@ -9,6 +9,7 @@
 
 #include "ib_dev.h"
 #include "core/log.h"
+#include "core/num.h"
 
 const char *ib_mtu_str(enum ibv_mtu mtu)
 {
@@ -105,10 +106,10 @@ static int ib_port_setup(struct ib_dev *d, const struct ibv_port_attr *pa,
 	d->is_roce = pa->link_layer == IBV_LINK_LAYER_ETHERNET;
 	d->gid_index = -1;
 	if (strcmp(gid, "auto")) {
-		char *end;
-		long v = strtol(gid, &end, 10);
+		uint64_t v;
 
-		if (*end || v < 0 || v >= tbl_len) {
+		if (rdmach_num(gid, 10, INT32_MAX, &v, NULL) ||
+		    v >= (uint64_t)tbl_len) {
 			rdmach_err("RDMACH_IB_GID_INDEX=%s: not \"auto\" or a "
 				   "GID index 0..%d of %s port %u", gid,
 				   tbl_len - 1, d->name, d->port);
