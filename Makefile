@@ -235,9 +235,11 @@ FUZZ_SHM_SRCS := test/fuzz/shm_fuzz.c rdma_shm/shm_ep.c rdma_shm/shm_pipe.c \
 FUZZ_SRCS_fuzz_shm_ring := $(FUZZ_SHM_SRCS)
 FUZZ_SRCS_fuzz_shm_pipe := $(FUZZ_SHM_SRCS)
 FUZZ_SRCS_fuzz_shm_rndv := $(FUZZ_SHM_SRCS)
-# rdma_ib's readers of what the peer RDMA-writes, on plain memory
-FUZZ_SRCS_fuzz_ib_ring := proto/ring.c
-FUZZ_SRCS_fuzz_ib_spipe := proto/spipe.c core/iov.c core/log.c
+# rdma_ib's readers of what the peer RDMA-writes, on plain memory; with
+# -DRDMACH_FUZZ their loads of it (proto/peer.h) are counted per use
+FUZZ_SRCS_fuzz_ib_ring := proto/ring.c test/fuzz/peer_count.c
+FUZZ_SRCS_fuzz_ib_spipe := proto/spipe.c core/iov.c core/log.c \
+	test/fuzz/peer_count.c
 FUZZ_SRCS_fuzz_nodemap := core/nodemap.c core/num.c
 # rdma_ib's out-of-band record (verbs-free)
 FUZZ_SRCS_fuzz_ib_rec := rdma_ib/ib_rec.c core/num.c
