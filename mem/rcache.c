@@ -37,11 +37,12 @@ static const struct rdmach_knob rcache_knobs[RC_KNOB_NUM] = {
 		"deregister around every zero-copy transfer)" },
 	[RC_KNOB_MAX_ENTRIES] = { "RDMACH_RCACHE_MAX_ENTRIES", RDMACH_KNOB_UINT,
 		"4096", 1, 1u << 24,
-		"registrations the cache keeps; the least recently used unused "
-		"one is deregistered beyond this" },
+		"registrations each cache keeps (rdma_ib: one for sources, one "
+		"for destinations); the least recently used unused one is "
+		"deregistered beyond this" },
 	[RC_KNOB_MAX_BYTES] = { "RDMACH_RCACHE_MAX_BYTES", RDMACH_KNOB_SIZE,
 		"1G", 4096, 1ull << 50,
-		"bytes the cached registrations may keep pinned; the least "
+		"bytes each cache's registrations may keep pinned; the least "
 		"recently used unused ones are deregistered beyond this" },
 };
 RDMACH_KNOB_TABLE(rcache, rcache_knobs);
