@@ -8,6 +8,7 @@
 #include "rdmach.h"
 #include "knob.h"
 #include "log.h"
+#include "num.h"
 
 /* Bounds of the "rdmach_knob_tables" section (RDMACH_KNOB_TABLE). */
 extern const struct rdmach_knob_table *const __start_rdmach_knob_tables[]
@@ -43,18 +44,11 @@ static int knob_parse_bool(const char *s, uint64_t *out)
 static int knob_parse_number(const char *s, int allow_suffix, uint64_t *out)
 {
 	int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-	unsigned long long v;
 	unsigned shift = 0;
-	char *end;
+	const char *end;
+	uint64_t v;
 
-	if (hex)
-		s += 2;
-	/* strtoull would take blanks and a sign */
-	if (!(hex ? isxdigit((unsigned char)*s) : isdigit((unsigned char)*s)))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, hex ? 16 : 10);
-	if (errno)
+	if (rdmach_num(s + 2 * hex, hex ? 16 : 10, UINT64_MAX, &v, &end))
 		return -EINVAL;
 	if (allow_suffix && *end) {
 		switch (toupper((unsigned char)*end)) {
@@ -69,7 +63,7 @@ static int knob_parse_number(const char *s, int allow_suffix, uint64_t *out)
 	}
 	if (*end || (shift && v > (UINT64_MAX >> shift)))
 		return -EINVAL;
-	*out = (uint64_t)v << shift;
+	*out = v << shift;
 	return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nodemap.h"
+#include "num.h"
 
 /* Node ids are bounded like ranks: a number beyond means a bad mapping. */
 #define NODEMAP_ID_MAX (1 << 24)
@@ -31,15 +32,10 @@ static int nodemap_lit(struct nodemap_cur *c, const char *lit)
 /* A decimal number 0..max, digits only (no sign, no blanks). */
 static int nodemap_num(struct nodemap_cur *c, int max, int *out)
 {
-	long v = 0;
+	uint64_t v;
 
-	if (*c->p < '0' || *c->p > '9')
+	if (rdmach_num(c->p, 10, (uint64_t)max, &v, &c->p))
 		return -EINVAL;
-	for (; *c->p >= '0' && *c->p <= '9'; c->p++) {
-		v = v * 10 + (*c->p - '0');
-		if (v > max)
-			return -EINVAL;
-	}
 	*out = (int)v;
 	return 0;
 }

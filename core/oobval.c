@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "num.h"
 #include "oobval.h"
 
 static int oobval_needs_escape(unsigned char ch)
@@ -29,22 +30,11 @@ void rdmach_oobval_encode(const char *s, char *out, size_t len)
 	out[n] = '\0';
 }
 
-static int oobval_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The byte an escape at in stands for, or -1; never looks past a NUL. */
 static int oobval_escape(const char *in)
 {
-	int hi = oobval_hex(in[1]);
-	int lo = hi < 0 ? -1 : oobval_hex(in[2]);
+	int hi = rdmach_num_digit(in[1], 16);
+	int lo = hi < 0 ? -1 : rdmach_num_digit(in[2], 16);
 
 	return lo < 0 || (hi | lo) == 0 ? -1 : hi << 4 | lo;
 }

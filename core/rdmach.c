@@ -3,7 +3,6 @@
  * checks, per-pair transport choice, the collective wire-up, dispatch of
  * put/get to the transport, counters, finalize.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -18,6 +17,7 @@
 #include "knob.h"
 #include "log.h"
 #include "nodemap.h"
+#include "num.h"
 #include "oobval.h"
 #include "tl.h"
 
@@ -593,13 +593,12 @@ static void core_peer_why(struct rdmach_ctx *ctx, int r, char *buf,
 static int core_parse_peer_info(const char *val, int r,
 				struct core_peer_info *out)
 {
-	char esc[4 * CORE_HOSTID_MAX], *colon = NULL;
-	unsigned long mask = 0;
+	char esc[4 * CORE_HOSTID_MAX];
+	const char *colon;
+	uint64_t mask;
 
-	/* strtoul would take blanks and a sign */
-	if (isxdigit((unsigned char)val[0]))
-		mask = strtoul(val, &colon, 16);
-	if (!colon || *colon != ':' || !colon[1]) {
+	if (rdmach_num(val, 16, UINT64_MAX, &mask, &colon) || *colon != ':' ||
+	    !colon[1]) {
 		rdmach_err("malformed host id from rank %d: \"%s\"", r,
 			   rdmach_log_esc(val, esc, sizeof(esc)));
 		return -EPROTO;

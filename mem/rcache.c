@@ -37,11 +37,12 @@ static const struct rdmach_knob rcache_knobs[RC_KNOB_NUM] = {
 		"deregister around every zero-copy transfer)" },
 	[RC_KNOB_MAX_ENTRIES] = { "RDMACH_RCACHE_MAX_ENTRIES", RDMACH_KNOB_UINT,
 		"4096", 1, 1u << 24,
-		"registrations the cache keeps; the least recently used unused "
-		"one is deregistered beyond this" },
+		"registrations each cache keeps (rdma_ib: one for sources, one "
+		"for destinations); the least recently used unused one is "
+		"deregistered beyond this" },
 	[RC_KNOB_MAX_BYTES] = { "RDMACH_RCACHE_MAX_BYTES", RDMACH_KNOB_SIZE,
 		"1G", 4096, 1ull << 50,
-		"bytes the cached registrations may keep pinned; the least "
+		"bytes each cache's registrations may keep pinned; the least "
 		"recently used unused ones are deregistered beyond this" },
 };
 RDMACH_KNOB_TABLE(rcache, rcache_knobs);
@@ -74,6 +75,7 @@ struct rdmach_rcache {
 	int tracking;			/* rdmach_memhooks_track_malloc() done */
 	uint64_t rng;
 	struct rdmach_rcache_info st;
+	struct rdmach_rcache_info mirrored;	/* st at the last rc_mirror */
 };
 
 static struct rc_entry *rc_entry_of(struct rdmach_rcache_region *r)
@@ -340,10 +342,20 @@ static void rc_drain(struct rdmach_rcache *rc)
 	rdmach_memhooks_poll(&rc->cursor, rc_invalidate, rc);
 }
 
+/* Add what the counters moved by to the mirror, which several caches may
+ * share (it then holds their sum). */
 static void rc_mirror(struct rdmach_rcache *rc)
 {
-	if (rc->cfg.stats_mirror)
-		rdmach_rcache_stats(rc, rc->cfg.stats_mirror);
+	rdmach_stats_t *m = rc->cfg.stats_mirror;
+
+	if (!m)
+		return;
+	m->rcache_hits += rc->st.hits - rc->mirrored.hits;
+	m->rcache_misses += rc->st.misses - rc->mirrored.misses;
+	m->rcache_evictions += rc->st.evictions - rc->mirrored.evictions;
+	m->rcache_invalidations += rc->st.invalidations -
+				   rc->mirrored.invalidations;
+	rc->mirrored = rc->st;
 }
 
 static int rc_forked(const struct rdmach_rcache *rc)

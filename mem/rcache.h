@@ -62,7 +62,8 @@ struct rdmach_rcache_config {
 	uint64_t max_entries;		/* cached registrations kept */
 	uint64_t max_bytes;		/* bytes those keep pinned */
 	const char *name;		/* for messages: "ib mlx5_0" */
-	/* If set, its rcache_* counters are refreshed after each call. */
+	/* If set, its rcache_* counters are advanced after each call by what
+	 * this cache's moved (caches that share one add up there). */
 	rdmach_stats_t *stats_mirror;
 };
 

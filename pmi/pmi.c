@@ -44,6 +44,7 @@
 
 #include "core/knob.h"
 #include "core/log.h"
+#include "core/num.h"
 #include "pmi_wire.h"
 #include "rdmach_pmi.h"
 
@@ -99,17 +100,14 @@ int rdmach_pmi_available(void)
 static int pmi_env_int(const char *name, int min, int *out)
 {
 	const char *s = getenv(name);
-	char *end;
-	long v;
+	uint64_t v;
 
 	if (!s || !*s) {
 		rdmach_err("PMI: %s is not set (not started by mpiexec or rdmach_run?)",
 			   name);
 		return -EINVAL;
 	}
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < min || v > 0x7fffffff) {
+	if (rdmach_num(s, 10, 0x7fffffff, &v, NULL) || v < (uint64_t)min) {
 		char esc[64];
 
 		rdmach_err("PMI: %s=\"%s\" is not a number from %d to %d", name,
@@ -451,21 +449,18 @@ static int pmi_size_attr(const struct pmi_wire_msg *rep, const char *key,
 			 size_t min, size_t limit, size_t *out)
 {
 	const char *s = pmi_wire_attr(rep, key);
-	unsigned long long v = 0;
-	char esc[64], *end;
+	uint64_t v;
+	char esc[64];
 
-	errno = 0;
-	if (s && *s >= '0' && *s <= '9')
-		v = strtoull(s, &end, 10);
-	if (!s || v < min || *end || errno) {
+	if (!s || rdmach_num(s, 10, UINT64_MAX, &v, NULL) || v < min) {
 		rdmach_err("PMI get_maxes: %s=%s is missing or not a number of "
 			   "at least %zu", key,
 			   rdmach_log_esc(s ? s : "", esc, sizeof(esc)), min);
 		return -EPROTO;
 	}
 	if (v > limit) {
-		rdmach_debug("PMI get_maxes: %s=%llu taken as %zu", key, v,
-			     limit);
+		rdmach_debug("PMI get_maxes: %s=%llu taken as %zu", key,
+			     (unsigned long long)v, limit);
 		v = limit;
 	}
 	*out = (size_t)v;

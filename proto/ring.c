@@ -1,6 +1,7 @@
 /* ring.c - ring protocol: packet reserve/commit, arrival, consume. */
 #include <string.h>
 
+#include "peer.h"
 #include "ring.h"
 
 int ring_size_check(uint64_t size)
@@ -13,12 +14,6 @@ int ring_size_check(uint64_t size)
 static inline void ring_store(uint8_t *p, uint64_t v)
 {
 	memcpy(p, &v, sizeof(v));
-}
-
-static inline uint64_t ring_load_acquire(const uint8_t *p)
-{
-	return __atomic_load_n((const uint64_t *)(const void *)p,
-			       __ATOMIC_ACQUIRE);
 }
 
 void ring_tx_init(struct ring_tx *tx, uint8_t *stage, uint64_t size)
@@ -155,7 +150,7 @@ static int ring_rx_peek_at(const struct ring_rx *rx, uint64_t pos,
 {
 	uint64_t off = pos & (rx->size - 1);
 	const uint8_t *p = rx->ring + off;
-	uint64_t flag = ring_load_acquire(p);
+	uint64_t flag = proto_peer_load64_acq(p);
 	uint64_t bytes;
 
 	if (ring_flag_seq(flag) != seq)
@@ -164,12 +159,13 @@ static int ring_rx_peek_at(const struct ring_rx *rx, uint64_t pos,
 	if (bytes > rx->size - off || !ring_flag_type(flag) ||
 	    ring_flag_type(flag) > RDMACH_PKT_TYPE_MAX)
 		return -EPROTO;
-	if (bottom_fill && ring_load_acquire(p + ring_flag_trailer(flag)) != flag)
+	if (bottom_fill &&
+	    proto_peer_load64_acq(p + ring_flag_trailer(flag)) != flag)
 		return 0;
 	pkt->payload = p + RING_HDR;
 	pkt->len = ring_flag_len(flag);
 	pkt->type = ring_flag_type(flag);
-	memcpy(&pkt->credit, p + 8, sizeof(pkt->credit));
+	pkt->credit = proto_peer_load64(p + 8);
 	pkt->bytes = bytes;
 	return 1;
 }

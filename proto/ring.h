@@ -47,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "peer.h"
 #include "pkt.h"
 
 #define RING_ALIGN	64u
@@ -255,8 +256,7 @@ static inline int ring_rx_head_arrived(const struct ring_rx *rx)
 	const uint64_t *flag = (const uint64_t *)(const void *)
 			       (rx->ring + (rx->pos & (rx->size - 1)));
 
-	return ring_flag_seq(__atomic_load_n(flag, __ATOMIC_ACQUIRE)) ==
-	       rx->seq;
+	return ring_flag_seq(proto_peer_probe64_acq(flag)) == rx->seq;
 }
 
 /* Done with the packet at pos: clear its flag positions, advance. */

@@ -1,17 +1,12 @@
 /* spipe.c - superpipeline schedule, block format and folding: see spipe.h. */
 #include <string.h>
 
+#include "peer.h"
 #include "spipe.h"
 
 static inline void spipe_store(uint8_t *p, uint64_t v)
 {
 	memcpy(p, &v, sizeof(v));
-}
-
-static inline uint64_t spipe_load_acquire(const uint8_t *p)
-{
-	return __atomic_load_n((const uint64_t *)(const void *)p,
-			       __ATOMIC_ACQUIRE);
 }
 
 int spipe_params_check(const struct spipe_params *p)
@@ -195,9 +190,9 @@ int spipe_rx_peek(const struct spipe_rx *rx, const uint8_t *area,
 	if ((uint64_t)(rx->blk + 1) * p->block > p->buf_size)
 		return -EPROTO;		/* a chunk without its last block */
 	blk = area + spipe_buf_off(p, rx->g) + (uint64_t)rx->blk * p->block;
-	if (spipe_load_acquire(blk + p->block - 8) != rx->g)
+	if (proto_peer_load64_acq(blk + p->block - 8) != rx->g)
 		return 0;
-	memcpy(&info, blk + p->block - SPIPE_WORDS, sizeof(info));
+	info = proto_peer_load64(blk + p->block - SPIPE_WORDS);
 	len = info & SPIPE_LEN_MASK;
 	if (!len || len > spipe_block_payload(p) ||
 	    (info & ~(SPIPE_LEN_MASK | SPIPE_LAST)))
@@ -250,6 +245,7 @@ int64_t spipe_rx_take(struct spipe_rx *rx, const uint8_t *area,
 		*ack = rx->acked = rx->g;
 		rx->g++;
 		rx->blk = 0;
+		proto_peer_epoch();	/* the next chunk may fold onto it */
 	}
 	/* a message ends with a chunk's last block */
 	if (rx->delivered == rx->total && (rx->blk || rx->off))

@@ -20,6 +20,7 @@
 #include "ib_cm.h"
 #include "ib_dev.h"
 #include "ib_ep.h"
+#include "ib_rec.h"
 #include "ib_tl.h"
 
 #define IB_CM_MAGIC 0x4d434452u		/* "RDCM" read little-endian */
@@ -54,7 +55,7 @@ struct ib_cm_peer {
 	struct ibv_ah *ah;	/* NULL: record not read yet */
 	uint32_t ud_qpn;
 	uint64_t nonce;
-	char host[64];		/* its host name, for messages */
+	char host[IB_REC_HOST_MAX];	/* its host name, for messages */
 	uint32_t r_qpn;		/* its RC QP ours is connected to, or 0 */
 	int rtr;		/* it said its QP is connected to ours */
 	int active;		/* we want it up: retransmit until it is */
@@ -137,66 +138,29 @@ static int ib_cm_qp_create(struct ib_tl *tl, struct ib_cm *cm)
 
 /* ---- records ------------------------------------------------------------- */
 
-static void ib_cm_hostname(char *buf, size_t len)
-{
-	char *p;
-
-	if (gethostname(buf, len - 1))
-		snprintf(buf, len, "unknown");
-	buf[len - 1] = '\0';
-	for (p = buf; *p; p++)	/* a record is one token */
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
-			*p = '_';
-}
-
 static void ib_cm_key(char *key, size_t len, int rank)
 {
 	snprintf(key, len, "ib-%d", rank);
 }
 
-/* "lid:gid:udqpn:nonce:wire:host" in hex (the host: letters, digits, '.',
- * '-', '_'). */
+/* This rank's record (ib_rec.h). */
 static int ib_cm_publish(struct ib_tl *tl)
 {
-	char key[32], val[256], gid[33], host[64];
-	int i;
+	struct ib_rec r;
+	char key[32], val[IB_REC_LEN_MAX + 1];
 
-	for (i = 0; i < 16; i++)
-		snprintf(gid + 2 * i, 3, "%02x", tl->dev.gid.raw[i]);
-	ib_cm_hostname(host, sizeof(host));
-	snprintf(val, sizeof(val), "%x:%s:%x:%" PRIx64 ":%x:%s", tl->dev.lid,
-		 gid, tl->cm->qp->qp_num, tl->cm->nonce, IB_WIRE_VERSION,
-		 host);
+	memset(&r, 0, sizeof(r));
+	r.lid = tl->dev.lid;
+	memcpy(r.gid, tl->dev.gid.raw, sizeof(r.gid));
+	r.ud_qpn = tl->cm->qp->qp_num;
+	r.nonce = tl->cm->nonce;
+	r.wire = IB_WIRE_VERSION;
+	if (gethostname(r.host, sizeof(r.host) - 1))
+		r.host[0] = '\0';
+	ib_rec_host_clean(r.host);
+	ib_rec_format(&r, val, sizeof(val));
 	ib_cm_key(key, sizeof(key), tl->base.ctx->rank);
 	return rdmach_oob_put(tl->base.ctx, key, val);
-}
-
-static int ib_cm_parse_record(const char *val, struct ib_addr *a,
-			      struct ib_cm_peer *p)
-{
-	unsigned int lid, qpn, wire, i;
-	char gid[33], host[64];
-	uint64_t nonce;
-
-	if (sscanf(val, "%x:%32[0-9a-f]:%x:%" SCNx64 ":%x:%63[A-Za-z0-9._-]",
-		   &lid, gid, &qpn, &nonce, &wire, host) != 6 ||
-	    strlen(gid) != 32 || lid > 0xffff || !qpn || qpn > 0xffffff)
-		return -EPROTO;
-	memset(a, 0, sizeof(*a));
-	for (i = 0; i < 16; i++) {
-		unsigned int b;
-
-		if (sscanf(gid + 2 * i, "%2x", &b) != 1)
-			return -EPROTO;
-		a->gid.raw[i] = (uint8_t)b;
-	}
-	a->lid = (uint16_t)lid;
-	a->wire = wire;
-	p->ud_qpn = qpn;
-	p->nonce = nonce;
-	snprintf(p->host, sizeof(p->host), "%s", host);
-	return 0;
 }
 
 static struct ibv_ah *ib_cm_ah(struct ib_dev *d, const struct ib_addr *a)
@@ -220,8 +184,9 @@ static struct ibv_ah *ib_cm_ah(struct ib_dev *d, const struct ib_addr *a)
 static int ib_cm_peer_load(struct ib_tl *tl, int peer)
 {
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
-	char key[32], val[320], esc[128];
+	char key[32], val[320], esc[128], why[160];
 	struct ib_addr a;
+	struct ib_rec rec;
 	int ret;
 
 	if (p->ah)
@@ -233,18 +198,25 @@ static int ib_cm_peer_load(struct ib_tl *tl, int peer)
 			   "build without the connection manager?", peer, key);
 		return ret;
 	}
-	if (ib_cm_parse_record(val, &a, p)) {
-		rdmach_err("ib: malformed record from rank %d: \"%s\"", peer,
+	if (ib_rec_parse(val, &rec, why, sizeof(why))) {
+		rdmach_err("ib: rank %d published a malformed record (%s), "
+			   "%s: \"%s\"", peer, key, why,
 			   rdmach_log_esc(val, esc, sizeof(esc)));
 		return -EPROTO;
 	}
-	if (a.wire != IB_WIRE_VERSION) {
+	if (rec.wire != IB_WIRE_VERSION) {
 		rdmach_err("ib: rank %d (host %s) speaks rdma_ib wire version "
 			   "%u, this rank %u: run the same rdmach build on "
-			   "every host", peer, p->host, a.wire,
+			   "every host", peer, rec.host, rec.wire,
 			   IB_WIRE_VERSION);
 		return -EPROTO;
 	}
+	memset(&a, 0, sizeof(a));
+	a.lid = rec.lid;
+	memcpy(a.gid.raw, rec.gid, sizeof(rec.gid));
+	p->ud_qpn = rec.ud_qpn;
+	p->nonce = rec.nonce;
+	snprintf(p->host, sizeof(p->host), "%s", rec.host);
 	p->ah = ib_cm_ah(&tl->dev, &a);
 	if (!p->ah) {
 		rdmach_err("ib: no address handle to rank %d (host %s) on %s: "
@@ -363,8 +335,38 @@ static void ib_cm_up(struct ib_tl *tl, int peer)
 
 /* ---- receiving ---------------------------------------------------------- */
 
-static void ib_cm_addr_of(const struct ib_cm_msg *m, struct ib_addr *a)
+/* The 32-bit fields of a message's address that hold less, and their
+ * ranges (the others hold any value, or are compared with ours). */
+static const struct ib_cm_range {
+	const char *name;
+	size_t off;
+	uint32_t min, max;
+} ib_cm_ranges[] = {
+	{ "QP number", offsetof(struct ib_cm_msg, qpn), 1, 0xffffff },
+	{ "PSN", offsetof(struct ib_cm_msg, psn), 0, 0xffffff },
+	{ "LID", offsetof(struct ib_cm_msg, lid), 0, 0xffff },
+	{ "MTU", offsetof(struct ib_cm_msg, mtu), 0, IBV_MTU_4096 },
+};
+
+/* The address m carries, each field checked against its range.  0, or
+ * -EPROTO naming the field (logged). */
+static int ib_cm_addr_of(int peer, const struct ib_cm_msg *m,
+			 struct ib_addr *a)
 {
+	size_t i;
+
+	for (i = 0; i < sizeof(ib_cm_ranges) / sizeof(ib_cm_ranges[0]); i++) {
+		const struct ib_cm_range *r = &ib_cm_ranges[i];
+		uint32_t v;
+
+		memcpy(&v, (const uint8_t *)m + r->off, sizeof(v));
+		if (v < r->min || v > r->max) {
+			rdmach_err("ib: rank %d's connection message: %s %u is "
+				   "not in %u..%u", peer, r->name, v, r->min,
+				   r->max);
+			return -EPROTO;
+		}
+	}
 	memset(a, 0, sizeof(*a));
 	a->lid = (uint16_t)m->lid;
 	memcpy(a->gid.raw, m->gid, 16);
@@ -378,6 +380,7 @@ static void ib_cm_addr_of(const struct ib_cm_msg *m, struct ib_addr *a)
 	a->mtu = m->mtu;
 	a->mode = m->mode;
 	a->caps = m->caps;
+	return 0;
 }
 
 /* A message's fixed fields: ours, from a rank of the group, for this
@@ -446,11 +449,12 @@ static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 
 	if (p->r_qpn)
 		return m->qpn == p->r_qpn ? 0 : -EPROTO;
-	ib_cm_addr_of(m, &r);
-	ret = ib_cm_check_peer(tl, peer, &r);
+	ret = ib_cm_addr_of(peer, m, &r);
+	if (!ret)
+		ret = ib_cm_check_peer(tl, peer, &r);
 	if (ret)
-		return rdmach_conn_fail(conn, ret, "the peer's settings "
-					"differ (above)");
+		return rdmach_conn_fail(conn, ret, "the peer's address or "
+					"settings (above)");
 	ic = ib_cm_ep(tl, peer);
 	if (!ic)
 		return rdmach_conn_fail(conn, -ENOMEM, "no endpoint");

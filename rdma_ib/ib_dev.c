@@ -1,7 +1,6 @@
 /* ib_dev.c - device, port and GID choice; RC QP creation and wiring. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 
 #include "ib_dev.h"
 #include "core/log.h"
+#include "core/num.h"
 
 const char *ib_mtu_str(enum ibv_mtu mtu)
 {
@@ -105,10 +105,10 @@ static int ib_port_setup(struct ib_dev *d, const struct ibv_port_attr *pa,
 	d->is_roce = pa->link_layer == IBV_LINK_LAYER_ETHERNET;
 	d->gid_index = -1;
 	if (strcmp(gid, "auto")) {
-		char *end;
-		long v = strtol(gid, &end, 10);
+		uint64_t v;
 
-		if (*end || v < 0 || v >= tbl_len) {
+		if (rdmach_num(gid, 10, INT32_MAX, &v, NULL) ||
+		    v >= (uint64_t)tbl_len) {
 			rdmach_err("RDMACH_IB_GID_INDEX=%s: not \"auto\" or a "
 				   "GID index 0..%d of %s port %u", gid,
 				   tbl_len - 1, d->name, d->port);
@@ -374,53 +374,5 @@ int ib_dev_check_reach(const struct ib_dev *d, int peer,
 			   ib_gid_is_v4mapped(&d->gid) ? "IPv4" : "IPv6");
 		return -ENETUNREACH;
 	}
-	return 0;
-}
-
-void ib_addr_format(const struct ib_addr *a, char *buf, size_t len)
-{
-	char gid[33];
-	int i;
-
-	for (i = 0; i < 16; i++)
-		snprintf(gid + 2 * i, 3, "%02x", a->gid.raw[i]);
-	snprintf(buf, len, "%x:%s:%x:%x:%" PRIx64 ":%" PRIx64 ":%" PRIx64
-		 ":%x:%x:%x:%x:%x", a->lid, gid, a->qpn, a->psn, a->ring,
-		 a->ctrl, a->ring_size, a->rkey, a->wire, a->mtu, a->mode,
-		 a->caps);
-}
-
-int ib_addr_parse(const char *s, struct ib_addr *a)
-{
-	unsigned int lid, qpn, psn, rkey, wire = 1, mtu = 0, mode = 0, caps = 0;
-	unsigned int i;
-	char gid[33];
-	struct ib_addr t;
-	int n;
-
-	memset(&t, 0, sizeof(t));
-	/* 8 fields: a peer from before the wire version (version 1); 11:
-	 * one from before the capabilities */
-	n = sscanf(s, "%x:%32[0-9a-f]:%x:%x:%" SCNx64 ":%" SCNx64 ":%" SCNx64
-		   ":%x:%x:%x:%x:%x", &lid, gid, &qpn, &psn, &t.ring, &t.ctrl,
-		   &t.ring_size, &rkey, &wire, &mtu, &mode, &caps);
-	if ((n != 8 && n != 11 && n != 12) || strlen(gid) != 32)
-		return -EPROTO;
-	for (i = 0; i < 16; i++) {
-		unsigned int b;
-
-		if (sscanf(gid + 2 * i, "%2x", &b) != 1)
-			return -EPROTO;
-		t.gid.raw[i] = (uint8_t)b;
-	}
-	t.lid = (uint16_t)lid;
-	t.qpn = qpn;
-	t.psn = psn;
-	t.rkey = rkey;
-	t.wire = wire;
-	t.mtu = mtu;
-	t.mode = mode;
-	t.caps = caps;
-	*a = t;
 	return 0;
 }

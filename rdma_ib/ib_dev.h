@@ -43,11 +43,8 @@ static inline int ib_dev_rd_atom(const struct ib_dev *d)
 }
 
 /* What a peer needs to reach one of our QPs and write into our ring, and
- * what both ends must agree on.  The string form (ib_addr_format) is
- * "lid:gid:qpn:psn:ring:ctrl:ring_size:rkey:wire:mtu:mode:caps" in hex;
- * the last four fields came later: a peer that sends only the first eight
- * speaks wire version 1 and its MTU and mode are unknown (0); one without
- * caps handles none of the IB_CAP_* packets. */
+ * what both ends must agree on; it travels in the connection manager's
+ * messages (ib_cm.c), each field checked against its range on arrival. */
 struct ib_addr {
 	uint16_t lid;
 	union ibv_gid gid;
@@ -73,8 +70,6 @@ struct ib_addr {
 #ifndef IB_WIRE_VERSION
 #define IB_WIRE_VERSION 1
 #endif
-
-#define IB_ADDR_STRLEN 192
 
 struct ib_qp_params {
 	enum ibv_mtu mtu;		/* path MTU, <= active MTU */
@@ -104,9 +99,6 @@ int ib_qp_connect(struct ib_dev *d, struct ibv_qp *qp, uint32_t my_psn,
  * -ENETUNREACH with a message naming what differs. */
 int ib_dev_check_reach(const struct ib_dev *d, int peer,
 		       const struct ib_addr *r);
-
-void ib_addr_format(const struct ib_addr *a, char *buf, size_t len);
-int ib_addr_parse(const char *s, struct ib_addr *a);
 
 const char *ib_mtu_str(enum ibv_mtu mtu);
 /* A RoCE GID that carries an IPv4 address (::ffff:a.b.c.d)? */

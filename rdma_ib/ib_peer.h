@@ -9,26 +9,32 @@
  * and proto/spipe.c (a layer below, which cannot include this), under the
  * same rule; README.md, "A peer's memory is input".
  *
- * Plain or acquire loads, inline: the data path costs what it did.  At
- * the bottom of the unit order: it uses no other unit.
+ * Plain or acquire loads, inline: the data path costs what it did.  They
+ * are proto/peer.h's, which the ring and superpipeline readers use too,
+ * so that the fuzz build (-DRDMACH_FUZZ) counts every such load, these
+ * included, per use (test/fuzz/peer_count.c: a word loaded twice in one
+ * use fails the harness).  The ib harnesses drive proto/ring.c and
+ * proto/spipe.c; rdma_ib's own units need libibverbs and no harness links
+ * them.  At the bottom of the unit order: it uses no other unit.
  */
 #ifndef RDMACH_IB_PEER_H
 #define RDMACH_IB_PEER_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
+
+#include "proto/peer.h"
 
 /* ACQUIRE: what the peer wrote before this word is visible after it. */
 static inline uint64_t ib_peer_load64(const uint64_t *p)
 {
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+	return proto_peer_load64_acq(p);
 }
 
 /* A descriptor into private memory, to be checked and used there. */
 static inline void ib_peer_snap(void *dst, const void *src, size_t n)
 {
-	memcpy(dst, src, n);
+	proto_peer_snap(dst, src, n);
 }
 
 #endif /* RDMACH_IB_PEER_H */

@@ -17,17 +17,33 @@
 
 /* ---- registration through the cache ------------------------------------ */
 
-static int ib_zc_reg(void *arg, void *addr, size_t len, void **handle)
+static int ib_zc_reg(struct ib_zc *z, void *addr, size_t len, int access,
+		     void **handle)
 {
-	struct ib_zc *z = arg;
-	struct ibv_mr *mr;
+	struct ibv_mr *mr = ibv_reg_mr(z->dev->pd, addr, len, access);
 
-	mr = ibv_reg_mr(z->dev->pd, addr, len, IBV_ACCESS_LOCAL_WRITE |
-			IBV_ACCESS_REMOTE_READ);
 	if (!mr)
 		return errno ? -errno : -ENOMEM;
 	*handle = mr;
 	return 0;
+}
+
+/* A source, read by the peer.  Local write too, though we never write it:
+ * it makes the kernel pin private, writable pages (a read-only pin may
+ * take a page shared copy-on-write, such as the zero page of a buffer not
+ * yet written, and a cached registration would go on showing the peer
+ * that page after the application wrote the buffer); a read-only buffer
+ * is then not registered and goes by copy. */
+static int ib_zc_reg_src(void *arg, void *addr, size_t len, void **handle)
+{
+	return ib_zc_reg(arg, addr, len, IBV_ACCESS_LOCAL_WRITE |
+			 IBV_ACCESS_REMOTE_READ, handle);
+}
+
+/* A destination: our RDMA reads write it, nobody else touches it. */
+static int ib_zc_reg_dst(void *arg, void *addr, size_t len, void **handle)
+{
+	return ib_zc_reg(arg, addr, len, IBV_ACCESS_LOCAL_WRITE, handle);
 }
 
 static int ib_zc_dereg(void *arg, void *handle)
@@ -37,8 +53,13 @@ static int ib_zc_dereg(void *arg, void *handle)
 	return ret > 0 ? -ret : ret;
 }
 
-static const struct rdmach_rcache_ops ib_zc_rcache_ops = {
-	.reg = ib_zc_reg,
+static const struct rdmach_rcache_ops ib_zc_src_ops = {
+	.reg = ib_zc_reg_src,
+	.dereg = ib_zc_dereg,
+};
+
+static const struct rdmach_rcache_ops ib_zc_dst_ops = {
+	.reg = ib_zc_reg_dst,
 	.dereg = ib_zc_dereg,
 };
 
@@ -77,15 +98,21 @@ int ib_zc_open(struct ib_zc **zp, struct ib_dev *dev,
 	snprintf(name, sizeof(name), "ib %s", dev->name);
 	rcfg.name = name;
 	rcfg.stats_mirror = &ctx->ctx_stats;
-	ret = rdmach_rcache_create(&ib_zc_rcache_ops, z, &rcfg, &z->rc);
+	ret = rdmach_rcache_create(&ib_zc_src_ops, z, &rcfg, &z->rc);
 	if (ret)
 		goto err_free;
+	snprintf(name, sizeof(name), "ib %s dst", dev->name);
+	ret = rdmach_rcache_create(&ib_zc_dst_ops, z, &rcfg, &z->rc_dst);
+	if (ret)
+		goto err_rc;
 	rdmach_debug("ib: zero-copy %s, threshold %" PRIu64 ", reads of at "
 		     "most %" PRIu64 " bytes, %u outstanding, %u sge",
 		     z->enabled ? "on" : "off", z->threshold, z->read_max,
 		     z->rd_atom, z->max_sge);
 	*zp = z;
 	return 0;
+err_rc:
+	rdmach_rcache_destroy(z->rc);
 err_free:
 	free(z);
 	return ret;
@@ -95,6 +122,7 @@ void ib_zc_close(struct ib_zc *z)
 {
 	if (!z)
 		return;
+	rdmach_rcache_destroy(z->rc_dst);
 	rdmach_rcache_destroy(z->rc);
 	free(z);
 }
@@ -474,7 +502,7 @@ static ssize_t ib_zc_round(struct ib_zc_conn *zcc,
 
 	nl = rdmach_iovc_slice(c, want, liov, IB_ZC_LOCAL_MAX, &taken);
 	for (i = 0; i < nl && !ret; i++)
-		ret = rdmach_rcache_get(zcc->zc->rc, liov[i].iov_base,
+		ret = rdmach_rcache_get(zcc->zc->rc_dst, liov[i].iov_base,
 					liov[i].iov_len, &reg[i]);
 	if (ret) {
 		nl = i - 1;
@@ -487,7 +515,7 @@ static ssize_t ib_zc_round(struct ib_zc_conn *zcc,
 		ret = ib_zc_read(zcc, r, zcc->rx_off, liov, reg, nl);
 	}
 	for (i = 0; i < nl; i++)
-		rdmach_rcache_put(zcc->zc->rc, reg[i]);
+		rdmach_rcache_put(zcc->zc->rc_dst, reg[i]);
 	return ret ? ret : (ssize_t)taken;
 }
 

@@ -85,7 +85,10 @@ struct ib_zc_cfg {
 /* Per transport: the registration cache and the device's read limits. */
 struct ib_zc {
 	struct ib_dev *dev;
-	struct rdmach_rcache *rc;
+	/* sources of our puts: their keys go to the peer, which reads them
+	 * (remote read); destinations of our gets: read into (local write
+	 * only: their keys go nowhere, and no peer can read them) */
+	struct rdmach_rcache *rc, *rc_dst;
 	uint64_t threshold, read_max, bounce;
 	unsigned int rd_atom, max_sge;
 	uint64_t wait_ns;

@@ -11,7 +11,6 @@
  * call on the put/get fast path.
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -431,21 +430,6 @@ static int shm_cma_probe(pid_t pid, uint64_t addr, uint64_t magic)
 	return got == magic ? 0 : -EIO;
 }
 
-/* A hexadecimal field of 1 to 16 digits, ended by ':' or the string's end. */
-static const char *shm_parse_hex(const char *p, uint64_t *v)
-{
-	uint64_t n = 0;
-	int digits = 0;
-
-	for (; isxdigit((unsigned char)*p) && digits < 17; p++, digits++)
-		n = n << 4 | (uint64_t)(*p <= '9' ? *p - '0' :
-					(*p | 0x20) - 'a' + 10);
-	if (!digits || digits > 16 || (*p != ':' && *p != '\0'))
-		return NULL;
-	*v = n;
-	return p;
-}
-
 /* pid:fd:size:name:magic_addr:magic (shm_publish) */
 static int shm_parse_peer(const char *val, int peer, pid_t *pid,
 			  uint64_t *maddr, uint64_t *magic)
@@ -457,8 +441,9 @@ static int shm_parse_peer(const char *val, int peer, pid_t *pid,
 
 	if (shm_seg_parse_desc(val, peer, &d, &p))
 		return -EPROTO;
-	if (*p++ != ':' || !(p = shm_parse_hex(p, &a)) || *p++ != ':' ||
-	    !(p = shm_parse_hex(p, &m)) || *p) {
+	if (*p++ != ':' || !(p = shm_seg_field(p, 16, UINT64_MAX, &a)) ||
+	    *p++ != ':' || !(p = shm_seg_field(p, 16, UINT64_MAX, &m)) ||
+	    *p) {
 		rdmach_err("shm: rank %d published a malformed address \"%s\"",
 			   peer, rdmach_log_esc(val, esc, sizeof(esc)));
 		return -EPROTO;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/num.h"
 #include "shm_peer.h"
 #include "shm_seg.h"
 
@@ -235,21 +236,17 @@ int shm_seg_describe(const struct shm_seg *seg, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : 0;
 }
 
-/* A decimal field of at most max, ended by ':' or the end of the string. */
-static const char *shm_seg_dec(const char *p, uint64_t max, uint64_t *v)
+const char *shm_seg_field(const char *p, unsigned int base, uint64_t max,
+			  uint64_t *v)
 {
-	uint64_t n = 0;
-	const char *start = p;
+	const char *end;
+	uint64_t n;
 
-	for (; *p >= '0' && *p <= '9'; p++) {
-		n = n * 10 + (uint64_t)(*p - '0');
-		if (n > max)
-			return NULL;
-	}
-	if (p == start || (*p != ':' && *p != '\0'))
+	if (rdmach_num(p, base, max, &n, &end) ||
+	    (*end != ':' && *end != '\0'))
 		return NULL;
 	*v = n;
-	return p;
+	return end;
 }
 
 /* "-", or a name as shm_named_create makes them: '/' then [A-Za-z0-9-]. */
@@ -277,9 +274,9 @@ int shm_seg_parse_desc(const char *desc, int peer_rank, struct shm_seg_desc *d,
 	const char *p = desc;
 	char esc[256];
 
-	if ((p = shm_seg_dec(p, INT32_MAX, &pid)) && *p++ == ':' &&
-	    (p = shm_seg_dec(p, INT32_MAX, &fd)) && *p++ == ':' &&
-	    (p = shm_seg_dec(p, SIZE_MAX >> 1, &size)) && *p++ == ':' &&
+	if ((p = shm_seg_field(p, 10, INT32_MAX, &pid)) && *p++ == ':' &&
+	    (p = shm_seg_field(p, 10, INT32_MAX, &fd)) && *p++ == ':' &&
+	    (p = shm_seg_field(p, 10, SIZE_MAX >> 1, &size)) && *p++ == ':' &&
 	    (p = shm_seg_name(p, out.name, sizeof(out.name))) && pid > 0) {
 		out.pid = (int)pid;
 		out.fd = (int)fd;

@@ -102,6 +102,11 @@ struct shm_seg_desc {
 	char name[64];
 };
 
+/* A field of a published address: a number in base (10 or 16) of at most
+ * max, ended by ':' or the end of the string (core/num.h).  What follows
+ * it, and *v set; NULL when malformed. */
+const char *shm_seg_field(const char *p, unsigned int base, uint64_t max,
+			  uint64_t *v);
 /* Parse the "pid:fd:size:name" that starts desc; *rest is set to what
  * follows the name (end of string or ':').  -EPROTO, logged with the
  * value escaped, when it is malformed. */

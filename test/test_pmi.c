@@ -695,7 +695,11 @@ static int fake_limits(struct tst *t)
 		NULL };
 	static const char *const ok[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
 					  FAKE_FIN, NULL };
+	static const char *const bad_sizes[] = { " 2", "+2", "2 ", "0x2",
+						 "2147483648",
+						 "99999999999999999999" };
 	struct fake_run run = { .act = FAKE_ACT_RDMACH };
+	size_t i;
 
 	fake_run(t, small, &run);
 	TST_CHECK(t, run.ret[0] == -EINVAL &&
@@ -708,6 +712,16 @@ static int fake_limits(struct tst *t)
 		  strstr(run.msg, "rank 0 of size 2147483647: the size must be "
 			 "1 to 16777216"), "PMI_SIZE=2^31-1: %d (%s), message "
 		  "\"%.300s\"", run.ret[0], tst_errname(run.ret[0]), run.msg);
+	/* decimal digits only, within an int: no blank, sign, overflow */
+	for (i = 0; i < sizeof(bad_sizes) / sizeof(bad_sizes[0]); i++) {
+		run.size = bad_sizes[i];
+		fake_run(t, ok, &run);
+		TST_CHECK(t, run.ret[0] == -EINVAL &&
+			  strstr(run.msg, "is not a number from 1 to "
+				 "2147483647"), "PMI_SIZE=\"%s\": %d (%s), "
+			  "message \"%.300s\"", bad_sizes[i], run.ret[0],
+			  tst_errname(run.ret[0]), run.msg);
+	}
 	run.size = NULL;
 	fake_run(t, junk, &run);
 	TST_CHECK(t, run.ret[0] == -EPROTO &&

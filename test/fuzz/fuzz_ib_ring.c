@@ -6,13 +6,18 @@
  * for credits, reads each packet in input-sized parts and consumes it.
  * The ring is a heap block of its exact size (ASan: any read outside it is
  * caught); every packet the reader accepts must lie inside the ring, and
- * its parts must add up to the length it first saw.
+ * its parts must add up to the length it first saw.  Loads of the ring's
+ * words are counted per use (peer_count.h): a peek or a scan that loads a
+ * word twice fails, a peek that finds a packet loads its flag, trailer
+ * and credit, and a peek at a packet read in part loads nothing (its
+ * header is the copy taken at the first part).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test/fuzz/fuzz_in.h"
+#include "test/fuzz/peer_count.h"
 #include "proto/ring.h"
 
 #define FUZZ_RING 4096u
@@ -76,6 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (steps = 0; steps < 256 && in.left; steps++) {
 		unsigned int op = fuzz_byte(&in) % 5;
 		uint32_t n;
+		int in_part;
 
 		if (op == 0) {
 			fuzz_send(&in, &tx, ring, rx.pos);
@@ -86,15 +92,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		}
 		if (op == 2) {
+			peer_count_begin();
 			if (ring_rx_scan(&rx, &sc, 1, tx.head) < 0)
 				break;
 			continue;
 		}
 		if (!ring_rx_head_arrived(&rx) && op == 3)
 			continue;
+		in_part = rx.off != 0;
+		peer_count_begin();
 		if (ring_rx_peek(&rx, 1, &pkt) != 1)
 			continue;
-		if (!fuzz_check(&rx, &pkt) || rx.off > pkt.len)
+		if (!fuzz_check(&rx, &pkt) || rx.off > pkt.len ||
+		    peer_count_loads() != (in_part ? 0u : 3u))
 			abort();
 		n = pkt.len - rx.off;
 		if (n > 1 && (fuzz_byte(&in) & 1))
