@@ -23,7 +23,8 @@
 
 enum { CORE_KNOB_TRANSPORT, CORE_KNOB_VERBOSE, CORE_KNOB_PEER_TIMEOUT,
        CORE_KNOB_FINALIZE_TIMEOUT, CORE_KNOB_STALL_WARN, CORE_KNOB_STATS,
-       CORE_KNOB_CONNECT, CORE_KNOB_CONNECT_ALL_MAX, CORE_KNOB_NUM };
+       CORE_KNOB_CONNECT, CORE_KNOB_CONNECT_ALL_MAX,
+       CORE_KNOB_CONNECT_TIMEOUT, CORE_KNOB_NUM };
 
 static const struct rdmach_knob core_knobs[CORE_KNOB_NUM] = {
 	[CORE_KNOB_TRANSPORT] = { "RDMACH_TRANSPORT", RDMACH_KNOB_STRING,
@@ -54,6 +55,11 @@ static const struct rdmach_knob core_knobs[CORE_KNOB_NUM] = {
 		RDMACH_KNOB_UINT, "64", 1, 1 << 24,
 		"RDMACH_CONNECT=auto: the largest job connected at start-up "
 		"(as MVAPICH2's MV2_ON_DEMAND_THRESHOLD)" },
+	[CORE_KNOB_CONNECT_TIMEOUT] = { "RDMACH_CONNECT_TIMEOUT_MS",
+		RDMACH_KNOB_UINT, "30000", 10, 3600000,
+		"how long a connection being made waits for the peer's process "
+		"to answer (at its next rdmach call: a rank busy computing is "
+		"not dead) before -ECONNRESET" },
 };
 RDMACH_KNOB_TABLE(core, core_knobs);
 
@@ -318,7 +324,7 @@ static int core_env_checked;
 static int core_read_knobs(struct core_ctx *c)
 {
 	const struct rdmach_knob *k = core_knobs;
-	uint64_t verbose, peer_ms, fin_ms, stall_ms, stats, all_max;
+	uint64_t verbose, peer_ms, fin_ms, stall_ms, stats, all_max, conn_ms;
 	const char *want;
 	int ret;
 
@@ -349,8 +355,10 @@ static int core_read_knobs(struct core_ctx *c)
 			   want);
 		return -EINVAL;
 	}
-	if (rdmach_knob_u64(&k[CORE_KNOB_CONNECT_ALL_MAX], &all_max))
+	if (rdmach_knob_u64(&k[CORE_KNOB_CONNECT_ALL_MAX], &all_max) ||
+	    rdmach_knob_u64(&k[CORE_KNOB_CONNECT_TIMEOUT], &conn_ms))
 		return -EINVAL;
+	c->pub.connect_timeout_ns = conn_ms * 1000000u;
 	c->pub.demand = !strcmp(want, "demand") ||
 		(!strcmp(want, "auto") && (uint64_t)c->pub.size > all_max);
 	return 0;

@@ -136,6 +136,7 @@ struct rdmach_ctx {
 	struct rdmach_conn *conns;		/* [size] */
 	uint64_t finalize_timeout_ns;
 	uint64_t peer_timeout_ns;
+	uint64_t connect_timeout_ns;	/* a connection being made */
 	rdmach_stats_t ctx_stats;	/* context-wide: rcache figures */
 	int demand;			/* RDMACH_CONNECT=demand */
 };

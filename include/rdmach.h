@@ -164,9 +164,10 @@ RDMACH_API int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
  * or by the peer's first put, answered by any call of this process that
  * polls (a put or get on any ib connection, rdmach_progress).  A get or
  * peek on a connection not up returns 0; a peer that does not answer
- * fails the connection with -ECONNRESET within RDMACH_PEER_TIMEOUT_MS
- * (a peer that makes no rdmach call for that long counts as dead; so
- * does one that finalized before the pair ever connected: its put gives
+ * fails the connection with -ECONNRESET within RDMACH_CONNECT_TIMEOUT_MS
+ * (the peer answers from its rdmach calls: one that makes none for that
+ * long counts as dead; so does one that finalized before the pair ever
+ * connected: its put gives
  * -ECONNRESET, not -EPIPE, and a get on a pair never connected returns
  * 0, not -ESHUTDOWN). */
 RDMACH_API int rdmach_connect(rdmach_ctx_t *ctx);

@@ -463,7 +463,7 @@ static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 		return rdmach_conn_fail(conn, ret, "its QP did not connect");
 	p->r_qpn = m->qpn;
 	if (!p->active) {	/* half-open: bounded like a request */
-		p->deadline = rdmach_now_ns() + tl->base.ctx->peer_timeout_ns;
+		p->deadline = rdmach_now_ns() + tl->base.ctx->connect_timeout_ns;
 		p->rto = IB_CM_RTO_NS;
 		p->next_tx = rdmach_now_ns() + p->rto;
 	}
@@ -566,7 +566,7 @@ static int ib_cm_start(struct ib_tl *tl, int peer)
 	if (!ib_cm_ep(tl, peer))
 		return rdmach_conn_fail(conn, -ENOMEM, "no endpoint");
 	if (!p->r_qpn) {	/* a half-open one keeps its deadline */
-		p->deadline = now + tl->base.ctx->peer_timeout_ns;
+		p->deadline = now + tl->base.ctx->connect_timeout_ns;
 		p->rto = IB_CM_RTO_NS;
 	}
 	ib_cm_set_pending(tl->cm, p, 1);
@@ -585,9 +585,9 @@ static void ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 		ib_cm_set_pending(tl->cm, p, 0);
 		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s did "
 				 "not answer the connection request within "
-				 "%" PRIu64 " ms (RDMACH_PEER_TIMEOUT_MS)",
+				 "%" PRIu64 " ms (RDMACH_CONNECT_TIMEOUT_MS)",
 				 peer, p->host,
-				 tl->base.ctx->peer_timeout_ns / 1000000u);
+				 tl->base.ctx->connect_timeout_ns / 1000000u);
 		return;
 	}
 	if (now < p->next_tx)

@@ -212,6 +212,45 @@ if [ "${1:-}" = --inner ]; then
 		fi
 	}
 
+	# scale64 CONNECT: 64 ranks, 16 per VM placed round-robin (a rank's
+	# ring neighbours on other VMs), mpi_neighbors alltoall with the
+	# kernel's view after each phase: RC QPs = the ib peers used (2
+	# after the neighbours under demand, the 48 on other VMs after the
+	# all-to-all, and 48 throughout under all); prints the median
+	# registered bytes and VmPin per phase (scale64_<connect>.txt)
+	scale64() {
+		local c=$1 name=scale64-$1 log=$L/scale64-$1.log nb na q1 q2
+		want "$name" || return 0
+		(mpich_path
+		 mpx 1500 "$log" -f "$HF" -n 64 -genv RDMACH_CONNECT "$c" \
+			-genv MPI_NEIGHBORS_RESOURCES 1 -genv RDMACH_STATS 1 \
+			"$MPIBIN/mpi_neighbors" alltoall)
+		local rc=$?
+		SECS=$(cat "$log.secs" 2>/dev/null || echo 0)
+		[ "$c" = demand ] && q1=2 || q1=48
+		q2=48
+		nb=$(grep -c "^rank [0-9]* after neighbours: rc_qps $q1 " "$log")
+		na=$(grep -c "^rank [0-9]* after alltoall: rc_qps $q2 " "$log")
+		awk '/ after (neighbours|alltoall): / {
+			ph = $4; sub(":", "", ph); n[ph]++
+			mr[ph, n[ph]] = $10; pin[ph, n[ph]] = $12 }
+		     function med(a, ph, k,   i, j, t, v) {
+			for (i = 1; i <= k; i++) v[i] = a[ph, i]
+			for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+				if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			return v[int((k + 1) / 2)] }
+		     END { for (ph in n) printf "%s %s: median mr_bytes %d, vmpin_kb %d (%d ranks)\n",
+			conn, ph, med(mr, ph, n[ph]), med(pin, ph, n[ph]), n[ph] }' \
+			conn="$c" "$log" | sort >"$L/scale64_$c.txt"
+		sed 's/^/  /' "$L/scale64_$c.txt"
+		if [ "$rc" = 0 ] && [ "$(grep -c '^rank [0-9]*: ok' "$log")" = 64 ] &&
+		   [ "$nb" = 64 ] && [ "$na" = 64 ]; then
+			ok "$name: 64 ranks on 4 VMs, RC QPs $q1 after the neighbours, $q2 after the all-to-all, every byte checked (${SECS%.*} s)"
+		else
+			bad "$name" "status $rc, $(grep -c '^rank [0-9]*: ok' "$log") ranks ok, $nb with $q1 RC QPs after the neighbours, $na with $q2 after the all-to-all: $(grep -v '^rank\|^#\|^peer\|^[0-9]' "$log" | head -n 3 | tr '\n' ' ' | cut -c1-300)"
+		fi
+	}
+
 	case $PART in
 	smoke)
 		suite conformance-2x2 900 -f "$HF2" -n 4 "$T/test_conformance"
@@ -400,6 +439,14 @@ if [ "${1:-}" = --inner ]; then
 		fault fault-vm3-killed-of-4 vm3 -n 4 "$X" -r 2 -w 2 \
 			-a "vmctl kill vm3" -T 120
 		;;
+	D)
+		if have_mpich; then
+			scale64 demand
+			scale64 all
+		else
+			skip scale64 "no MPICH ch3:rdma in $PREFIX (make mpich)"
+		fi
+		;;
 	C)
 		if ! want mpi-vm2-killed; then :
 		elif have_mpich; then
@@ -504,11 +551,13 @@ boot() {	# LABEL PART vm-cluster options...
 if [ "$MODE" = smoke ]; then
 	boot "smoke: 2 VMs" smoke -n 2
 else
-	boots=" ${CLUSTER_BOOTS:-A B C} "
+	boots=" ${CLUSTER_BOOTS:-A B C D} "
 	[[ $boots != *" A "* ]] || boot "A: 2 VMs" A -n 2
 	[[ $boots != *" B "* ]] ||
 		boot "B: 4 VMs, MTU 1500 9000 4200 1500" B -n 4 --mtu 1500,9000,4200,1500
 	[[ $boots != *" C "* ]] || boot "C: 2 VMs, an MPI job loses one" C -n 2
+	[[ $boots != *" D "* ]] ||
+		RDMACH_VM_MEM=${RDMACH_VM_MEM:-2048} boot "D: 4 VMs, 64 ranks" D -n 4
 fi
 echo "=== summary (logs in $BUILD/cluster-logs)"
 for s in "${summary[@]}"; do echo "$s"; done

@@ -4,7 +4,7 @@
  * transport's connection manager): both ends making first contact at the
  * same moment, many times over, byte-checked; lost connection messages
  * (RDMACH_IB_CM_DROP) retried; a peer that dies before or during the
- * set-up (-ECONNRESET within RDMACH_PEER_TIMEOUT_MS, a message naming
+ * set-up (-ECONNRESET within RDMACH_CONNECT_TIMEOUT_MS, a message naming
  * its rank and host); and a rank that talks to one peer of four makes
  * one connection (rdmach's counters, and the kernel's QPs where the
  * rdma tool shows them).  Every case sets RDMACH_CONNECT=demand itself;
@@ -22,7 +22,7 @@
 #include "core/nodemap.h"
 #include "lib/tst.h"
 
-#define CN_TIMEOUT_MS 1000	/* RDMACH_PEER_TIMEOUT_MS of the fault cases */
+#define CN_TIMEOUT_MS 1000	/* RDMACH_CONNECT_TIMEOUT_MS of the fault cases */
 #define CN_BYTES 4096
 
 /* Words of t->shared. */
@@ -251,7 +251,7 @@ static int cn_dies(struct tst *t)
 	rdmach_conn_t *c;
 	int ret;
 
-	setenv("RDMACH_PEER_TIMEOUT_MS", "1000", 1);
+	setenv("RDMACH_CONNECT_TIMEOUT_MS", "1000", 1);
 	ret = cn_open(t, &o, 0, &ctx, 1 - t->rank, &c);
 	if (ret)	/* skipped: exit 0 passes too */
 		return ret < 0 ? ret : tst_skip(t, "not over ib");

@@ -8,7 +8,12 @@
  * RDMACH_CONNECT=demand with RDMACH_STATS=1 each rank's "# connections:"
  * line at MPI_Finalize shows the pairs the program used and no more.
  * Each rank prints "rank R: ok" and exits 0, or names what differed and
- * exits 1.
+ * exits 1.  With MPI_NEIGHBORS_RESOURCES=1 each rank also prints, after
+ * each phase, what the kernel holds for it: its RC QPs and memory
+ * registrations (`rdma resource show qp|mr`, run between MPI calls, when
+ * no connection of this process can be made) and its pinned memory
+ * (VmPin):
+ *     rank R after PHASE: rc_qps N mrs M mr_bytes B vmpin_kb K
  *
  *   mpiexec -n 8 ./mpi_neighbors [alltoall]
  */
@@ -16,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_BYTES (1 << 20)
 #define ROUNDS 3
@@ -45,6 +51,60 @@ static void check(const unsigned char *buf, size_t n, int src, int dst, int seq,
 			return;
 		}
 	}
+}
+
+/* Lines of `rdma resource show what` naming this process, with the
+ * "mrlen" values summed into *bytes; -1 when the tool gives nothing. */
+static long kernel_count(const char *what, const char *must, long *bytes)
+{
+	char cmd[64], line[1024], pid[32];
+	long n = 0;
+	int any = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>/dev/null", what);
+	snprintf(pid, sizeof(pid), " pid %d ", (int)getpid());
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		const char *len = strstr(line, " mrlen ");
+
+		any = 1;
+		if (!strstr(line, pid) || (must && !strstr(line, must)))
+			continue;
+		n++;
+		if (bytes && len)
+			*bytes += strtol(len + 7, NULL, 10);
+	}
+	return pclose(f) == 0 && any ? n : -1;
+}
+
+static long vmpin_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmPin:", 6))
+			kb = strtol(line + 6, NULL, 10);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static void resources(int rank, const char *phase)
+{
+	long mr_bytes = 0, qps, mrs;
+
+	if (!getenv("MPI_NEIGHBORS_RESOURCES"))
+		return;
+	qps = kernel_count("qp", "type RC", NULL);
+	mrs = kernel_count("mr", NULL, &mr_bytes);
+	printf("rank %d after %s: rc_qps %ld mrs %ld mr_bytes %ld vmpin_kb %ld\n",
+	       rank, phase, qps, mrs, mr_bytes, vmpin_kb());
+	fflush(stdout);
 }
 
 /* Both neighbours at once, each size a few rounds. */
@@ -103,8 +163,11 @@ int main(int argc, char **argv)
 		}
 	}
 	neighbours(rank, np, bufs);
-	if (argc > 1 && !strcmp(argv[1], "alltoall"))
+	resources(rank, "neighbours");
+	if (argc > 1 && !strcmp(argv[1], "alltoall")) {
 		all_to_all(rank, np);
+		resources(rank, "alltoall");
+	}
 	for (int i = 0; i < 4; i++)
 		free(bufs[i]);
 	if (errors)
