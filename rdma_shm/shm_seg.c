@@ -95,7 +95,7 @@ static void shm_seg_plan(int nwriters, const struct shm_seg_geom *g,
 	l->line_off = l->ring_off + (uint64_t)nwriters * g->ring_size;
 	l->bulk_off = shm_align(l->line_off + (uint64_t)nwriters *
 				g->line_ring_size, SHM_PAGE);
-	l->populated = l->bulk_off;
+	l->populated = l->ring_off;
 	l->pipe_off = l->bulk_off + (uint64_t)nwriters * g->bulk_ring_size;
 	l->pipe_stride = 0;
 	if (g->pipe_size) {
@@ -153,8 +153,8 @@ static int shm_seg_seal(const struct shm_seg *seg, int fd)
 }
 
 /* Map size bytes of fd, the first `populated` of them with their pages in
- * place (the header, control blocks, main and line rings: touched at
- * once), the bulk rings and copy areas on first use. */
+ * place (the header and the control blocks: touched at once), the rings
+ * and copy areas on a pair's first use. */
 static void *shm_seg_map(int fd, uint64_t size, uint64_t populated)
 {
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -198,9 +198,9 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 	err = shm_seg_seal(seg, fd);
 	if (err)
 		goto err_close;
-	/* populated by the owner (the reader), so the pages sit on its
-	 * NUMA node; the pages of a bulk ring or a copy area come with
-	 * their writer's first use */
+	/* header and control blocks populated by the owner (the reader),
+	 * so they sit on its NUMA node; the pages of rings and copy areas
+	 * come with their writer's first packet (shm_ring.h, hello) */
 	base = shm_seg_map(fd, l.size, l.populated);
 	if (base == MAP_FAILED) {
 		err = -errno;
