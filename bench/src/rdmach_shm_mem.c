@@ -8,13 +8,21 @@
  *   alltoall   one 4 KiB message from every rank to every other
  *   256k       every pair: 16 deferred puts of 16 KiB (the bulk ring,
  *              as MPI send requests) and one put of 64 KiB (copy area)
- *   idle       RDMACH_BENCH_IDLE_MS of polls only, a get on every
+ *   idle       BENCH_IDLE_MS of polls only, a get on every
  *              connection every millisecond (default 0: skipped)
  *
  *   rdmach_run -n 64 build/bin/rdmach_shm_mem [phases]   (default: all)
  *
  * Rank 0 prints one line per phase: "mem n=64 phase=alltoall pss_mib=..";
  * RDMACH_STATS=1 adds rank 0's counters at the end.
+ *
+ *   rdmach_run -n 2 build/bin/rdmach_shm_mem refill
+ *
+ * what getting the areas back costs: 5 rounds of BENCH_IDLE_MS (default
+ * 300) of polls, then 256 KiB both ways in one message (copy area) and in
+ * 16 deferred puts of 16 KiB (bulk ring), each timed on rank 0 ("refill
+ * round=.. pipe_us=.. bulk_us=.."); compare RDMACH_SHM_IDLE_RELEASE_MS
+ * below the idle time (areas given back) with 0 (kept).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -27,7 +35,7 @@
 #include "rdmach.h"
 #include "rdmach_pmi.h"
 
-static char mem_buf[64 << 10];
+static char mem_buf[256 << 10];	/* the largest message */
 
 static void mem_die(const char *what, int err)
 {
@@ -75,7 +83,8 @@ static void mem_exchange(rdmach_ctx_t *ctx, int me, int n, size_t bytes,
 		left += fl[p].out + fl[p].in;
 	}
 	while (left) {
-		int moved = 0, armed = rdmach_wait_arm(ctx);
+		/* sleep when idle only where ranks share CPUs */
+		int moved = 0, armed = n > 2 ? rdmach_wait_arm(ctx) : -1;
 
 		for (p = 0; p < n; p++) {
 			struct mem_flow *f = &fl[p];
@@ -161,6 +170,54 @@ static void mem_report(rdmach_oob_t *oob, const char *phase, int round)
 	fflush(stdout);
 }
 
+static double mem_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Polls only (an idle MPI progress engine): a get on every connection
+ * every millisecond for ms. */
+static void mem_idle(rdmach_ctx_t *ctx, int me, int n, int ms)
+{
+	double end = mem_us() + ms * 1e3;
+	int p;
+
+	while (mem_us() < end) {
+		for (p = 0; p < n; p++) {
+			rdmach_conn_t *c;
+			struct iovec v = { mem_buf, 1 };
+
+			if (p != me && !rdmach_conn(ctx, p, &c))
+				rdmach_get(c, &v, 1);
+		}
+		usleep(1000);
+	}
+}
+
+static void mem_refill(rdmach_ctx_t *ctx, rdmach_oob_t *oob, int ms)
+{
+	double t0, t1, t2;
+	int r;
+
+	for (r = 0; r < 5; r++) {
+		mem_idle(ctx, oob->rank, oob->size, ms);
+		oob->fence(oob->arg);
+		t0 = mem_us();
+		mem_exchange(ctx, oob->rank, oob->size, 256 << 10, 256 << 10,
+			     0, mem_all);
+		t1 = mem_us();
+		mem_exchange(ctx, oob->rank, oob->size, 256 << 10, 16 << 10,
+			     1, mem_all);
+		t2 = mem_us();
+		if (oob->rank == 0)
+			printf("refill round=%d pipe_us=%.1f bulk_us=%.1f\n",
+			       r, t1 - t0, t2 - t1);
+	}
+}
+
 static int mem_phase(const char *list, const char *p)
 {
 	return !list || strstr(list, p);
@@ -169,7 +226,7 @@ static int mem_phase(const char *list, const char *p)
 int main(int argc, char **argv)
 {
 	const char *list = argc > 1 ? argv[1] : NULL;
-	const char *idle = getenv("RDMACH_BENCH_IDLE_MS");
+	const char *idle = getenv("BENCH_IDLE_MS");
 	rdmach_pmi_t *pmi;
 	rdmach_oob_t oob;
 	rdmach_ctx_t *ctx;
@@ -186,6 +243,10 @@ int main(int argc, char **argv)
 	me = oob.rank;
 	n = oob.size;
 	memset(mem_buf, 0x5a, sizeof(mem_buf));
+	if (list && !strcmp(list, "refill")) {
+		mem_refill(ctx, &oob, idle ? atoi(idle) : 300);
+		goto out;
+	}
 	mem_report(&oob, "connect", round++);
 	if (mem_phase(list, "neighbours")) {
 		mem_exchange(ctx, me, n, 64 << 10, 4096, 1, mem_neigh);
@@ -201,29 +262,12 @@ int main(int argc, char **argv)
 		mem_report(&oob, "256k", round++);
 	}
 	if (idle && atoi(idle) > 0) {
-		struct timespec t0, t;
-		double ms = 0;
-		int p;
-
-		/* an idle program still polls (an MPI progress engine) */
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		while (ms < atoi(idle)) {
-			for (p = 0; p < n; p++) {
-				rdmach_conn_t *c;
-				struct iovec v = { mem_buf, 1 };
-
-				if (p != me && !rdmach_conn(ctx, p, &c))
-					rdmach_get(c, &v, 1);
-			}
-			usleep(1000);
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			ms = (double)(t.tv_sec - t0.tv_sec) * 1e3 +
-			     (double)(t.tv_nsec - t0.tv_nsec) / 1e6;
-		}
+		mem_idle(ctx, me, n, atoi(idle));
 		mem_report(&oob, "idle", round++);
 	}
 	if (getenv("RDMACH_STATS") && me == 0)
 		rdmach_print_stats(ctx, stdout);
+out:
 	oob.fence(oob.arg);
 	rdmach_finalize(&ctx);
 	rdmach_pmi_finalize(pmi);
