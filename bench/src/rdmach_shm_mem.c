@@ -110,8 +110,8 @@ static void mem_exchange(rdmach_ctx_t *ctx, int me, int n, size_t bytes,
 				moved |= r > 0;
 			}
 			if (f->in) {
-				struct iovec v = { mem_buf, f->in < sizeof(mem_buf) ?
-						   f->in : sizeof(mem_buf) };
+				struct iovec v = { mem_buf, f->in < msg ?
+						   f->in : msg };
 
 				r = rdmach_get(c, &v, 1);
 				if (r < 0)
@@ -242,7 +242,7 @@ int main(int argc, char **argv)
 		mem_die("init/connect", ret);
 	me = oob.rank;
 	n = oob.size;
-	memset(mem_buf, 0x5a, sizeof(mem_buf));
+	memset(mem_buf, 0x5a, 64 << 10);	/* what the phases send from */
 	if (list && !strcmp(list, "refill")) {
 		mem_refill(ctx, &oob, idle ? atoi(idle) : 300);
 		goto out;
