@@ -132,7 +132,6 @@ struct shm_conn {
 	uint64_t bulk_min;		/* data packets from this size go to
 					 * tx[SHM_BULK] (UINT64_MAX: none) */
 	uint32_t tx_seq;		/* next packet's sequence number */
-	int tx_hello;			/* hello stored: the rings are in use */
 	uint64_t next_rndv_id;
 	struct shm_rndv_tx rndv;
 	struct shm_pipe tx_pipe;	/* my copy area in the peer's segment */
@@ -144,9 +143,6 @@ struct shm_conn {
 	uint64_t rx_hdr;		/* its header as loaded once (0: not
 					 * arrived yet) ... */
 	struct shm_rx_ring *rx_cur;	/* ... from this ring */
-	uint8_t *rx_base[SHM_NRINGS];	/* the rings; rx[i].base polls them
-					 * once the writer said hello */
-	int rx_quiet;			/* not yet: rx[SHM_MAIN] polls hello */
 	uint64_t rx_off;		/* bytes of the current packet consumed */
 	uint64_t rx_held;		/* ... of all rings, not given back yet */
 	struct shm_pipe rx_pipe;	/* the peer's copy area in my segment */
@@ -154,6 +150,11 @@ struct shm_conn {
 	unsigned duplex;		/* shm_rx_large_start */
 	struct shm_bell *peer_bell;	/* the peer's doorbell, if it is on */
 
+	/* memory per pair (cold: off the data path) */
+	int tx_hello;			/* hello stored: the rings are in use */
+	uint8_t *rx_base[SHM_NRINGS];	/* the rings; rx[i].base polls them
+					 * once the writer said hello */
+	int rx_quiet;			/* not yet: rx[SHM_MAIN] polls hello */
 	struct shm_mem_rx mem_rx;
 	struct shm_mem_tx mem_tx;
 

@@ -2047,21 +2047,39 @@ static int idle_until(struct tst *t, rdmach_conn_t *c,
 
 static uint64_t rel_round;
 
-static int rel_asked(struct tst *t, struct shm_conn *sc)
+/* Released, and not used since (the reader notes a use at its next
+ * idle look only). */
+static int rel_released(const struct shm_conn *sc)
 {
-	return sc->mem_rx.state == SHM_MEM_ASKED && !sc->rx_held;
+	return sc->mem_rx.state == SHM_MEM_RELEASED &&
+	       sc->rx[SHM_BULK].head == sc->mem_rx.bulk_seen &&
+	       sc->rx_pipe.next == sc->mem_rx.pipe_seen;
 }
 
+/* The reader asked (maybe already while the stream ran, in a pause of
+ * a millisecond), or has even freed the areas since their last use. */
+static int rel_asked(struct tst *t, struct shm_conn *sc)
+{
+	return (sc->mem_rx.state == SHM_MEM_ASKED && !sc->rx_held) ||
+	       rel_released(sc);
+}
+
+/* The writer acked the last request: it keeps out, or already knows the
+ * pages are freed. */
 static int rel_kept_out(struct tst *t, struct shm_conn *sc)
 {
-	return sc->mem_tx.kept_out &&
-	       __atomic_load_n(&t->shared[REL_ASKED], __ATOMIC_SEQ_CST) ==
-	       rel_round;
+	uint32_t req = atomic_load(&sc->tx_ctrl->release_req);
+
+	if (__atomic_load_n(&t->shared[REL_ASKED], __ATOMIC_SEQ_CST) !=
+	    rel_round || !req || sc->mem_tx.acked != req)
+		return 0;
+	return sc->mem_tx.kept_out ||
+	       atomic_load(&sc->tx_ctrl->release_done) == req;
 }
 
 static int rel_freed(struct tst *t, struct shm_conn *sc)
 {
-	return sc->tl->releases >= rel_round;
+	return rel_released(sc);
 }
 
 static int rel_back(struct tst *t, struct shm_conn *sc)
@@ -2113,6 +2131,7 @@ static int rel_writer(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 	struct shm_conn *sc = shm_conn_of(c);
 	uint64_t bulk_head, main_head, pipe_next;
 	int64_t tk;
+	int kept_out;
 
 	tst_pat_fill(buf, REL_STREAM, seed, 0);
 	if (put_mixed(t, c, buf, 0, REL_STREAM, sizes, 8, 3, 4) ||
@@ -2121,17 +2140,22 @@ static int rel_writer(struct tst *t, rdmach_conn_t *c, uint64_t seed,
 	bulk_head = sc->tx[SHM_BULK].head;
 	main_head = sc->tx[SHM_MAIN].head;
 	pipe_next = sc->tx_pipe.next;
+	kept_out = sc->mem_tx.kept_out;
 	tst_pat_fill(buf, 16384, seed + 1, 0);
 	tk = tst_put_deferred_whole(t, c, buf, 16384);
 	TST_CHECK(t, tk == 0, "kept-out deferred put: ticket %lld",
 		  (long long)tk);
-	TST_CHECK(t, sc->tx[SHM_BULK].head == bulk_head &&
-		  sc->tx[SHM_MAIN].head > main_head &&
-		  sc->tx_pipe.next == pipe_next, "kept out, a 16 KiB deferred "
-		  "put went to the bulk ring (head %llu -> %llu) or the copy "
-		  "area, not the main ring",
-		  (unsigned long long)bulk_head,
-		  (unsigned long long)sc->tx[SHM_BULK].head);
+	if (!kept_out)	/* the reader freed them at once (busy host) */
+		tst_log(t, "round %llu: back in before the put",
+			(unsigned long long)rel_round);
+	else
+		TST_CHECK(t, sc->tx[SHM_BULK].head == bulk_head &&
+			  sc->tx[SHM_MAIN].head > main_head &&
+			  sc->tx_pipe.next == pipe_next, "kept out, a 16 KiB "
+			  "deferred put went to the bulk ring (head %llu -> "
+			  "%llu) or the copy area, not the main ring",
+			  (unsigned long long)bulk_head,
+			  (unsigned long long)sc->tx[SHM_BULK].head);
 	__atomic_store_n(&t->shared[REL_GO], rel_round, __ATOMIC_SEQ_CST);
 	return idle_until(t, c, rel_back, "the areas given back");
 }
@@ -2164,9 +2188,10 @@ static int shm_release_cycles(struct tst *t)
 	if (!ret && t->rank == 1) {
 		struct shm_tl *tl = shm_conn_of(c)->tl;
 
-		TST_CHECK(t, tl->releases == REL_ROUNDS &&
-			  tl->repopulations == REL_ROUNDS - 1, "%llu releases, "
-			  "%llu re-populations (expected %u, %u)",
+		TST_CHECK(t, tl->releases >= REL_ROUNDS &&
+			  tl->repopulations >= REL_ROUNDS - 1 &&
+			  tl->repopulations < tl->releases, "%llu releases, "
+			  "%llu re-populations (expected >= %u, >= %u)",
 			  (unsigned long long)tl->releases,
 			  (unsigned long long)tl->repopulations, REL_ROUNDS,
 			  REL_ROUNDS - 1);
