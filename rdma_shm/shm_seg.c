@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,6 +174,26 @@ static void *shm_seg_map(int fd, uint64_t size, uint64_t populated)
 	return base;
 }
 
+#define SHM_MPOL_PREFERRED 1	/* <numaif.h>, without libnuma */
+
+/* Pages of the segment on the owner's NUMA node, whoever touches them
+ * first (a memfd's policy is the file's: it holds for the writers'
+ * faults too): the reader polls them, and the writers' first packets
+ * allocate them.  Best effort: a kernel without NUMA says ENOSYS. */
+static void shm_seg_bind_local(void *base, uint64_t size)
+{
+	unsigned cpu, node;
+	unsigned long mask;
+
+	if (syscall(SYS_getcpu, &cpu, &node, NULL) || node >= 8 * sizeof(mask))
+		return;
+	mask = 1ul << node;
+	if (syscall(SYS_mbind, base, (unsigned long)size, SHM_MPOL_PREFERRED,
+		    &mask, 8 * sizeof(mask), 0))
+		rdmach_debug("shm: mbind of the segment to node %u: %s", node,
+			     strerror(errno));
+}
+
 int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 		   int nwriters, const struct shm_seg_geom *g)
 {
@@ -200,7 +221,8 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 		goto err_close;
 	/* header and control blocks populated by the owner (the reader),
 	 * so they sit on its NUMA node; the pages of rings and copy areas
-	 * come with their writer's first packet (shm_ring.h, hello) */
+	 * come with their writer's first packet (shm_ring.h, hello), on
+	 * the owner's node too (shm_seg_bind_local) */
 	base = shm_seg_map(fd, l.size, l.populated);
 	if (base == MAP_FAILED) {
 		err = -errno;
@@ -208,6 +230,7 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 			   l.size, strerror(errno));
 		goto err_close;
 	}
+	shm_seg_bind_local(base, l.size);
 	seg->base = base;
 	seg->size = l.size;
 	seg->fd = fd;
