@@ -856,9 +856,10 @@ static void shm_print_stats(struct rdmach_tl *base, FILE *out)
 {
 	struct shm_tl *tl = shm_tl_of(base);
 
-	fprintf(out, "# shm memory: %llu of %d peers' rings in use, %llu "
-		"releases of idle bulk rings and copy areas, %llu used "
-		"again\n", (unsigned long long)tl->rings_used, tl->npeers,
+	fprintf(out, "# shm memory: rings of %llu of %d local writers (this "
+		"process included) in use, %llu releases of idle bulk rings "
+		"and copy areas, %llu used again\n",
+		(unsigned long long)tl->rings_used, tl->npeers,
 		(unsigned long long)tl->releases,
 		(unsigned long long)tl->repopulations);
 }
