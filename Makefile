@@ -231,6 +231,7 @@ FUZZ_SRCS_fuzz_num := core/num.c
 # memory (rdma_shm/shm_peer.h) to the driver, test/fuzz/shm_fuzz.c
 FUZZ_SHM_SRCS := test/fuzz/shm_fuzz.c rdma_shm/shm_ep.c rdma_shm/shm_pipe.c \
 	rdma_shm/shm_rndv.c rdma_shm/shm_live.c rdma_shm/shm_conn.c \
+	rdma_shm/shm_mem.c \
 	core/iov.c core/log.c
 FUZZ_SRCS_fuzz_shm_ring := $(FUZZ_SHM_SRCS)
 FUZZ_SRCS_fuzz_shm_pipe := $(FUZZ_SHM_SRCS)

@@ -27,6 +27,9 @@ enum rdmach_pkt_type {
 	/* rdma_shm only (its rings accept it, rdma_ib's refuse it): the next
 	 * bytes of the stream come through the copy area (shm_ring.h). */
 	RDMACH_PKT_PIPE = 5,
+	/* rdma_shm only, never in a ring: the writer's first word to a
+	 * reader (shm_ring.h, `hello`); no payload. */
+	RDMACH_PKT_HELLO = 6,
 };
 
 /*

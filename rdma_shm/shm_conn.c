@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "shm_conn.h"
@@ -14,6 +15,13 @@ shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r)
 {
 	uint64_t tail = shm_peer_probe64(r->tail);
 
+	if (!sc->tx_hello) {
+		atomic_store_explicit(&sc->tx_ctrl->hello,
+				      shm_hdr_make(SHM_SEQ_FIRST,
+						   RDMACH_PKT_HELLO, 0),
+				      memory_order_release);
+		sc->tx_hello = 1;
+	}
 	if (tail != r->tail_seen) {
 		r->tail_seen = tail;
 		sc->conn->stats.credit_updates_received++;

@@ -75,6 +75,25 @@ struct shm_pipe {
 	uint64_t stall_tails;		/* rx: the peer's reads then */
 };
 
+/* Giving back a pair's bulk ring and copy area (shm_mem.h), as their
+ * reader (owner) and as the writer. */
+enum shm_mem_state { SHM_MEM_UNUSED, SHM_MEM_USED, SHM_MEM_ASKED,
+		     SHM_MEM_RELEASED };
+
+struct shm_mem_rx {
+	enum shm_mem_state state;
+	uint32_t n;			/* last release asked for */
+	uint64_t bulk_seen, pipe_seen;	/* rx bulk head, copy-area chunks */
+	uint64_t active_ns;		/* when they last moved */
+};
+
+struct shm_mem_tx {
+	int kept_out;			/* acked, waiting for release_done */
+	uint32_t acked;			/* last release acked */
+	uint64_t bulk_head, pipe_next;	/* at the last ack: used since? */
+	uint64_t bulk_min, chunk_deferred, pipe_slot; /* while kept out */
+};
+
 /* The control packet at the head of the receive rings, as loaded once
  * from the ring and checked (shm_peer.h): a rendezvous, or a copy-area
  * message's total. */
@@ -131,6 +150,14 @@ struct shm_conn {
 	unsigned duplex;		/* shm_rx_large_start */
 	struct shm_bell *peer_bell;	/* the peer's doorbell, if it is on */
 
+	/* memory per pair (cold: off the data path) */
+	int tx_hello;			/* hello stored: the rings are in use */
+	uint8_t *rx_base[SHM_NRINGS];	/* the rings; rx[i].base polls them
+					 * once the writer said hello */
+	int rx_quiet;			/* not yet: rx[SHM_MAIN] polls hello */
+	struct shm_mem_rx mem_rx;
+	struct shm_mem_tx mem_tx;
+
 	/* liveness */
 	uint32_t idle_polls;		/* sends that found the ring full */
 	uint32_t rx_idle_polls;		/* gets that found nothing */
@@ -169,6 +196,10 @@ struct shm_tl {
 	unsigned recent, recent_pos;
 	uintptr_t recent_buf[SHM_RECENT_MAX];
 	int wake;			/* RDMACH_SHM_WAKE: -1 auto, 0, 1 */
+	/* memory (RDMACH_STATS): receive rings that a writer said hello to;
+	 * bulk rings and copy areas given back idle, and used again */
+	uint64_t rings_used, releases, repopulations;
+	uint64_t idle_release_ns;	/* RDMACH_SHM_IDLE_RELEASE_MS, 0: off */
 	int bell_on;			/* my doorbell is on */
 	pid_t ptracer;			/* PR_SET_PTRACER'd process, 0: none */
 };
@@ -260,7 +291,9 @@ static inline void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
 }
 
 /* Free bytes of ring r after a fresh read of the reader's tail (out of
- * line: the cached tail mostly suffices). */
+ * line: the cached tail mostly suffices).  Every ring's cached tail
+ * starts a whole ring behind, so that the first put asks here, and says
+ * hello (shm_ring.h) before it writes a ring. */
 uint64_t shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r);
 
 /* Free bytes of ring r, refreshing the cached tail when that says

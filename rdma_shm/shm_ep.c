@@ -16,6 +16,7 @@
 #include "shm_conn.h"
 #include "shm_ep.h"
 #include "shm_live.h"
+#include "shm_mem.h"
 #include "shm_pipe.h"
 #include "shm_rndv.h"
 
@@ -119,6 +120,24 @@ static inline void shm_rx_release_held(struct shm_conn *sc)
 		shm_rx_release_held_ring(sc, &sc->rx[i]);
 }
 
+/* The writer said hello (shm_ring.h): poll its rings from now on.  A
+ * HELLO anywhere else (in a ring) is corrupt. */
+static int shm_rx_hello(struct shm_conn *sc, const struct shm_rx_ring *r,
+			uint64_t h)
+{
+	int i;
+
+	if (!sc->rx_quiet || r != &sc->rx[SHM_MAIN])
+		return shm_rx_corrupt(sc, r, h, "HELLO in a ring");
+	for (i = 0; i < SHM_NRINGS; i++)
+		sc->rx[i].base = sc->rx_base[i];
+	sc->rx_quiet = 0;
+	sc->rx_hdr = 0;
+	shm_peer_epoch();
+	sc->tl->rings_used++;
+	return 0;
+}
+
 /* Deliver what has arrived; got: bytes this get delivered before.  A get
  * that has delivered something stops at a rendezvous it cannot take whole:
  * the caller's next get, for the rest, reads it in one cross-memory read
@@ -145,6 +164,12 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 		room = r->mask + 1 - (r->head & r->mask);
 		if (shm_hdr_type(h) == RDMACH_PKT_PAD) {
 			shm_rx_consume(sc, r, room);
+			continue;
+		}
+		if (shm_hdr_type(h) == RDMACH_PKT_HELLO) {
+			ret = shm_rx_hello(sc, r, h);
+			if (ret < 0)
+				break;
 			continue;
 		}
 		if (shm_pkt_span(len) > room) {
@@ -268,6 +293,7 @@ shm_rx_idle(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 		n = shm_rx_drain(sc, &c, total, 0);
 		return n ? n : shm_fail_dead(sc, "(nothing left to read)");
 	}
+	shm_mem_idle(sc);	/* at the same cadence: a few loads */
 	return 0;
 }
 
@@ -452,6 +478,7 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 {
 	ssize_t n;
 
+	shm_mem_tx_check(sc);
 	if (shm_peer_probe32(&sc->tx_ctrl->reader_closed)) {
 		if (sc->rndv.active && shm_rndv_acked(sc))
 			return shm_tx_rndv_poll(sc, iov, iovcnt);

@@ -40,7 +40,7 @@ enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_BULK_RING, SHM_K_BULK_MIN,
        SHM_K_CMA_USE, SHM_K_CMA_DUPLEX, SHM_K_CMA_DUPLEX_REUSED,
        SHM_K_CMA_DUPLEX_REUSED_MAX,
        SHM_K_CACHE_LIMIT, SHM_K_CALIB_MS, SHM_K_RECENT, SHM_K_LIVENESS_MS,
-       SHM_K_WAKE, SHM_K_NUM };
+       SHM_K_WAKE, SHM_K_IDLE_RELEASE_MS, SHM_K_NUM };
 
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
@@ -153,6 +153,11 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"rings it, instead of for its whole timeout; costs every put a "
 		"fence (auto: on when this host runs more of the job's "
 		"processes than it has CPUs)" },
+	[SHM_K_IDLE_RELEASE_MS] = { "RDMACH_SHM_IDLE_RELEASE_MS",
+		RDMACH_KNOB_UINT, "1000", 0, 3600000,
+		"a peer's bulk ring and copy area that carried nothing for this "
+		"long are given back to the system (their pages freed, taken "
+		"again at the next use; 0: kept)" },
 };
 RDMACH_KNOB_TABLE(shm, shm_knobs);
 
@@ -285,6 +290,7 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->liveness_ns = v[SHM_K_LIVENESS_MS] * 1000000u;
 	tl->calib_ns = v[SHM_K_CALIB_MS] * 1000000u;
 	tl->wake = v[SHM_K_WAKE] == UINT64_MAX ? -1 : (int)v[SHM_K_WAKE];
+	tl->idle_release_ns = v[SHM_K_IDLE_RELEASE_MS] * 1000000u;
 	return shm_read_pipe_knobs(tl, v);
 }
 
@@ -465,6 +471,7 @@ static void shm_tx_ring_init(struct shm_tx_ring *r, uint8_t *base,
 	r->tail = tail;
 	r->size = size;
 	r->mask = size ? size - 1 : 0;
+	r->tail_seen = 0 - size;	/* the first put asks: hello */
 }
 
 static void shm_rx_ring_init(struct shm_rx_ring *r, uint8_t *base,
@@ -473,6 +480,21 @@ static void shm_rx_ring_init(struct shm_rx_ring *r, uint8_t *base,
 	r->base = size ? base : shm_no_ring;
 	r->tail = tail;
 	r->mask = size ? size - 1 : 0;
+}
+
+/* Until the writer says hello (shm_ring.h), poll its hello word as the
+ * main ring's head and no ring at all: the rings' pages stay untouched
+ * until the pair's first packet. */
+static void shm_rx_quiet(struct shm_conn *sc)
+{
+	int i;
+
+	for (i = 0; i < SHM_NRINGS; i++) {
+		sc->rx_base[i] = sc->rx[i].base;
+		sc->rx[i].base = shm_no_ring;
+	}
+	sc->rx[SHM_MAIN].base = (uint8_t *)&sc->rx_ctrl->hello;
+	sc->rx_quiet = 1;
 }
 
 /* My bulk ring in the peer's segment, if it has one that fits (the peer
@@ -545,6 +567,7 @@ static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
 			 &sc->rx_ctrl->line_tail, tl->line_ring_size);
 	shm_rx_ring_init(&sc->rx[SHM_BULK], shm_seg_bulk_ring(&tl->seg, rx_slot),
 			 &sc->rx_ctrl->bulk_tail, tl->bulk_ring_size);
+	shm_rx_quiet(sc);
 	sc->rx_seq = SHM_SEQ_FIRST;
 	shm_pipe_init(&sc->rx_pipe, &tl->seg, rx_slot);
 	if (tl->pipe_size)	/* RDMACH_SHM_PIPE=0: the writer's choice */
@@ -812,6 +835,20 @@ static int shm_ready(struct rdmach_tl *base)
 	return 0;
 }
 
+/* Memory per pair (RDMACH_STATS): which of my receive rings a writer
+ * used, and the bulk rings and copy areas given back idle. */
+static void shm_print_stats(struct rdmach_tl *base, FILE *out)
+{
+	struct shm_tl *tl = shm_tl_of(base);
+
+	fprintf(out, "# shm memory: rings of %llu of %d local writers (this "
+		"process included) in use, %llu releases of idle bulk rings "
+		"and copy areas, %llu used again\n",
+		(unsigned long long)tl->rings_used, tl->npeers,
+		(unsigned long long)tl->releases,
+		(unsigned long long)tl->repopulations);
+}
+
 static int shm_progress(struct rdmach_tl *base)
 {
 	struct shm_tl *tl = shm_tl_of(base);
@@ -937,6 +974,7 @@ static const struct rdmach_tl_ops shm_ops = {
 	.peek = shm_peek,
 	.consume = shm_consume,
 	.progress = shm_progress,
+	.print_stats = shm_print_stats,
 	.wait_arm = shm_wait_arm,
 	.wait = shm_wait,
 	.wake = shm_wake,

@@ -73,6 +73,23 @@
  *    the first chunk of its message, and the reader touches the slots only
  *    while such a packet is at its head.  A chunk never holds bytes of two
  *    messages.
+ *  - First contact (hello, writer): a reader polls no ring of a writer
+ *    that has sent nothing; it polls `hello` in the control block (one
+ *    word on a page of every writer's control blocks) as if it were the
+ *    main ring's head.  The writer stores there a HELLO header with the
+ *    first packet number (RELEASE) before it writes any ring, and does
+ *    not count it as a packet; the reader, finding it, polls the rings
+ *    from then on.  So the pages of a pair's rings are first touched by
+ *    its first packet.
+ *  - Giving back an idle pair's bulk ring and copy area (shm_mem.h): the
+ *    reader (their owner) asks release n (release_req, RELEASE); the
+ *    writer, once everything it wrote there has been consumed and freed
+ *    (bulk_tail == its head, every slot flag 0, no copy-area message
+ *    under way), stops using them and says so (release_ack = n,
+ *    RELEASE); the reader then frees their pages (MADV_REMOVE: they
+ *    read as zeros again, i.e. no packet, free slots, as at creation)
+ *    and says release_done = n (RELEASE); only then does the writer use
+ *    them again.  Neither side touches a page between ack and done.
  *  - The doorbell (struct shm_bell) has its contract in shm_live.h.
  *  - What the other side writes is input (shm_peer.h): the reader loads a
  *    header it found, a rendezvous or copy-area payload and a full slot's
@@ -143,15 +160,19 @@ struct shm_ring_ctrl {
 	_Atomic uint64_t bulk_tail;	/* bulk ring bytes consumed */
 	_Atomic uint64_t acked_id;	/* last rendezvous fully read */
 	uint8_t pad0[128 - 32];
-	/* written by the reader, once */
+	/* written by the reader, once (release_*: when the pair is idle) */
 	_Atomic uint32_t reader_closed;
 	_Atomic uint32_t cma_ok;	/* reader can read the writer's memory */
 	int32_t writer_rank;		/* immutable after creation */
-	uint8_t pad1[128 - 12];
+	_Atomic uint32_t release_req;	/* release number n asked for */
+	_Atomic uint32_t release_done;	/* ... and the pages of n freed */
+	uint8_t pad1[128 - 20];
 	/* written by the writer: once, and when its choice changes */
 	_Atomic uint32_t writer_closed;
 	_Atomic uint32_t crossing;
-	uint8_t pad2[256 - 8];
+	_Atomic uint64_t hello;		/* a HELLO header: rings in use */
+	_Atomic uint32_t release_ack;	/* release n: I keep out */
+	uint8_t pad2[256 - 20];
 };
 
 _Static_assert(sizeof(struct shm_ring_ctrl) == 512, "ring ctrl layout");

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,7 +97,7 @@ static void shm_seg_plan(int nwriters, const struct shm_seg_geom *g,
 	l->line_off = l->ring_off + (uint64_t)nwriters * g->ring_size;
 	l->bulk_off = shm_align(l->line_off + (uint64_t)nwriters *
 				g->line_ring_size, SHM_PAGE);
-	l->populated = l->bulk_off;
+	l->populated = l->ring_off;
 	l->pipe_off = l->bulk_off + (uint64_t)nwriters * g->bulk_ring_size;
 	l->pipe_stride = 0;
 	if (g->pipe_size) {
@@ -154,8 +155,8 @@ static int shm_seg_seal(const struct shm_seg *seg, int fd)
 }
 
 /* Map size bytes of fd, the first `populated` of them with their pages in
- * place (the header, control blocks, main and line rings: touched at
- * once), the bulk rings and copy areas on first use. */
+ * place (the header and the control blocks: touched at once), the rings
+ * and copy areas on a pair's first use. */
 static void *shm_seg_map(int fd, uint64_t size, uint64_t populated)
 {
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -172,6 +173,26 @@ static void *shm_seg_map(int fd, uint64_t size, uint64_t populated)
 		return MAP_FAILED;
 	}
 	return base;
+}
+
+#define SHM_MPOL_PREFERRED 1	/* <numaif.h>, without libnuma */
+
+/* Pages of the segment on the owner's NUMA node, whoever touches them
+ * first (a memfd's policy is the file's: it holds for the writers'
+ * faults too): the reader polls them, and the writers' first packets
+ * allocate them.  Best effort: a kernel without NUMA says ENOSYS. */
+static void shm_seg_bind_local(void *base, uint64_t size)
+{
+	unsigned cpu, node;
+	unsigned long mask;
+
+	if (syscall(SYS_getcpu, &cpu, &node, NULL) || node >= 8 * sizeof(mask))
+		return;
+	mask = 1ul << node;
+	if (syscall(SYS_mbind, base, (unsigned long)size, SHM_MPOL_PREFERRED,
+		    &mask, 8 * sizeof(mask), 0))
+		rdmach_debug("shm: mbind of the segment to node %u: %s", node,
+			     strerror(errno));
 }
 
 int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
@@ -199,9 +220,10 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 	err = shm_seg_seal(seg, fd);
 	if (err)
 		goto err_close;
-	/* populated by the owner (the reader), so the pages sit on its
-	 * NUMA node; the pages of a bulk ring or a copy area come with
-	 * their writer's first use */
+	/* header and control blocks populated by the owner (the reader),
+	 * so they sit on its NUMA node; the pages of rings and copy areas
+	 * come with their writer's first packet (shm_ring.h, hello), on
+	 * the owner's node too (shm_seg_bind_local) */
 	base = shm_seg_map(fd, l.size, l.populated);
 	if (base == MAP_FAILED) {
 		err = -errno;
@@ -209,6 +231,7 @@ int shm_seg_create(struct shm_seg *seg, int my_rank, const int *writers,
 			   l.size, strerror(errno));
 		goto err_close;
 	}
+	shm_seg_bind_local(base, l.size);
 	seg->base = base;
 	seg->size = l.size;
 	seg->fd = fd;

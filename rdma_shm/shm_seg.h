@@ -4,11 +4,11 @@
  * writer), self included, then one bulk ring and one copy area per local
  * peer (shm_ring.h: rings, flags and slots).
  *
- * Only the part up to the bulk rings is populated when the segment is
- * created or mapped; the pages of a bulk ring or a copy area are
- * allocated when its writer first uses them (a memfd is sparse), so those
- * of peers that never send a message of a few KiB cost address space
- * only.
+ * Only the header and the control blocks are populated when the segment
+ * is created or mapped; the pages of a writer's rings and copy area are
+ * allocated when it first uses them (a memfd is sparse; the reader polls
+ * no ring of a writer that has not said hello, shm_ring.h), so those of
+ * peers that never send cost address space only.
  *
  * The segment is a memfd, never named in /dev/shm: peers open it through
  * /proc/<pid>/fd/<fd> during wire-up and the owner closes the fd once
@@ -27,7 +27,7 @@
 #include "shm_ring.h"
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
-#define SHM_SEG_VERSION 6u
+#define SHM_SEG_VERSION 7u
 #define SHM_SEG_MAX_SLOTS 65536u	/* writers of one segment, at most */
 
 struct shm_seg_hdr {
@@ -45,7 +45,7 @@ struct shm_seg_hdr {
 	uint64_t pipe_slot;	/* bytes of one slot (the largest chunk) */
 	uint64_t pipe_off;	/* copy area i at pipe_off + i * pipe_stride */
 	uint64_t pipe_stride;	/* its flags page(s), then its slots */
-	uint64_t populated;	/* bytes mapped with MAP_POPULATE (= bulk_off) */
+	uint64_t populated;	/* bytes mapped with MAP_POPULATE (= ring_off) */
 	/* measured by the local leader (shm_calib.h; 0: not measured) */
 	uint64_t cache_limit;
 	uint64_t copy_hot_mbs, copy_cold_mbs, cma_hot_mbs, cma_cold_mbs;

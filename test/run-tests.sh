@@ -152,6 +152,10 @@ if [ -x "$conf" ] && ! skipped small; then
 	run "conformance shm, RDMACH_CONNECT=demand" RDMACH_CONNECT=demand \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"
+	run "conformance shm, idle areas given back after 1 ms" \
+		RDMACH_SHM_IDLE_RELEASE_MS=1 RDMACH_SHM_LIVENESS_MS=1 \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
 	run "conformance shm without CMA or line ring" RDMACH_SHM_CMA=0 \
 		RDMACH_SHM_LINE_RING=0 \
 		RDMACH_SHM_RING_SIZE=16K RDMACH_SHM_CHUNK=1K \

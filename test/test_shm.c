@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "lib/tst.h"
 #include "proto/pkt.h"
 #include "rdma_shm/shm_calib.h"
+#include "rdma_shm/shm_conn.h"
 #include "rdma_shm/shm_ring.h"
 
 #define BIG (1u << 20)		/* above the default CMA threshold */
@@ -1987,6 +1989,264 @@ static int shm_calib_budget(struct tst *t)
 	return 0;
 }
 
+
+/* ---- memory per pair: rings touched at first contact, idle areas given
+ * back ------------------------------------------------------------------ */
+
+/* Resident pages of [p, p + len) (mincore: a page of the memfd that was
+ * never touched, or was freed, is not). */
+static size_t resident_pages(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+	size_t n = ((uintptr_t)p + len - a + 4095) / 4096, i, res = 0;
+	unsigned char *v = malloc(n);
+
+	if (!v || mincore((void *)a, n * 4096, v)) {
+		free(v);
+		return (size_t)-1;
+	}
+	for (i = 0; i < n; i++)
+		res += v[i] & 1;
+	free(v);
+	return res;
+}
+
+static struct shm_conn *shm_conn_of(rdmach_conn_t *c)
+{
+	return (struct shm_conn *)c->priv;
+}
+
+/* Idle polls on c (gets that find nothing) until done(sc) or the stall
+ * time; 0 or a failure. */
+static int idle_until(struct tst *t, rdmach_conn_t *c,
+		      int (*done)(struct tst *t, struct shm_conn *sc),
+		      const char *what)
+{
+	uint64_t t0 = rdmach_now_ns();
+	uint8_t b;
+
+	while (!done(t, shm_conn_of(c))) {
+		struct iovec iov = { &b, 1 };
+		ssize_t n = rdmach_get(c, &iov, 1);
+
+		if (n != 0)
+			return tst_fail(t, "idle get while waiting for %s: %zd",
+					what, n);
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "no %s within the stall time", what);
+		usleep(100);
+	}
+	return 0;
+}
+
+#define REL_ROUNDS 3
+#define REL_STREAM (1536u << 10)
+#define REL_ASKED 0u		/* t->shared[]: the reader asked release r */
+#define REL_GO 1u		/* the writer put while kept out */
+#define REL_FREED 2u		/* the reader freed the pages of round r */
+
+static uint64_t rel_round;
+
+/* Released, and not used since (the reader notes a use at its next
+ * idle look only). */
+static int rel_released(const struct shm_conn *sc)
+{
+	return sc->mem_rx.state == SHM_MEM_RELEASED &&
+	       sc->rx[SHM_BULK].head == sc->mem_rx.bulk_seen &&
+	       sc->rx_pipe.next == sc->mem_rx.pipe_seen;
+}
+
+/* The reader asked (maybe already while the stream ran, in a pause of
+ * a millisecond), or has even freed the areas since their last use. */
+static int rel_asked(struct tst *t, struct shm_conn *sc)
+{
+	return (sc->mem_rx.state == SHM_MEM_ASKED && !sc->rx_held) ||
+	       rel_released(sc);
+}
+
+/* The writer acked the last request: it keeps out, or already knows the
+ * pages are freed. */
+static int rel_kept_out(struct tst *t, struct shm_conn *sc)
+{
+	uint32_t req = atomic_load(&sc->tx_ctrl->release_req);
+
+	if (__atomic_load_n(&t->shared[REL_ASKED], __ATOMIC_SEQ_CST) !=
+	    rel_round || !req || sc->mem_tx.acked != req)
+		return 0;
+	return sc->mem_tx.kept_out ||
+	       atomic_load(&sc->tx_ctrl->release_done) == req;
+}
+
+static int rel_freed(struct tst *t, struct shm_conn *sc)
+{
+	return rel_released(sc);
+}
+
+static int rel_back(struct tst *t, struct shm_conn *sc)
+{
+	return !sc->mem_tx.kept_out &&
+	       __atomic_load_n(&t->shared[REL_FREED], __ATOMIC_SEQ_CST) ==
+	       rel_round;
+}
+
+/* Reader of one round: the stream, byte-checked; then ask for the areas
+ * back and stop polling until the writer has put while kept out; then
+ * that put, checked, and the pages freed (only the bulk ring's head page
+ * left resident). */
+static int rel_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed)
+{
+	struct shm_conn *sc = shm_conn_of(c);
+	const struct shm_rx_ring *b = &sc->rx[SHM_BULK];
+	const struct shm_pipe *pp = &sc->rx_pipe;
+	size_t bulk, pipe;
+
+	if (get_pieces(t, c, seed, REL_STREAM, 70000) ||
+	    idle_until(t, c, rel_asked, "a release request"))
+		return -1;
+	__atomic_store_n(&t->shared[REL_ASKED], rel_round, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&t->shared[REL_GO], __ATOMIC_SEQ_CST) !=
+	       rel_round)
+		usleep(100);
+	if (get_pieces(t, c, seed + 1, 16384, 16384) ||
+	    idle_until(t, c, rel_freed, "release of the areas"))
+		return -1;
+	bulk = resident_pages(b->base, b->mask + 1);
+	pipe = resident_pages(pp->flags, (size_t)(pp->area - (uint8_t *)pp->flags) +
+			      (pp->slot_mask + 1) * pp->slot);
+	TST_CHECK(t, bulk <= 1 && pipe == 0, "after release %llu: %zu pages of "
+		  "the bulk ring and %zu of the copy area resident",
+		  (unsigned long long)rel_round, bulk, pipe);
+	__atomic_store_n(&t->shared[REL_FREED], rel_round, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+/* Writer of one round: waiting and deferred puts through the bulk ring,
+ * the main and line rings and the copy area; then, kept out, a deferred
+ * put that the bulk ring would have taken goes to the main ring. */
+static int rel_writer(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+		      uint8_t *buf)
+{
+	static const size_t sizes[] = { 16384, 40, 100000, 9000, 16384, 300,
+					65536, 16384 };
+	struct shm_conn *sc = shm_conn_of(c);
+	uint64_t bulk_head, main_head, pipe_next;
+	int64_t tk;
+	int kept_out;
+
+	tst_pat_fill(buf, REL_STREAM, seed, 0);
+	if (put_mixed(t, c, buf, 0, REL_STREAM, sizes, 8, 3, 4) ||
+	    idle_until(t, c, rel_kept_out, "the writer kept out"))
+		return -1;
+	bulk_head = sc->tx[SHM_BULK].head;
+	main_head = sc->tx[SHM_MAIN].head;
+	pipe_next = sc->tx_pipe.next;
+	kept_out = sc->mem_tx.kept_out;
+	tst_pat_fill(buf, 16384, seed + 1, 0);
+	tk = tst_put_deferred_whole(t, c, buf, 16384);
+	TST_CHECK(t, tk == 0, "kept-out deferred put: ticket %lld",
+		  (long long)tk);
+	if (!kept_out)	/* the reader freed them at once (busy host) */
+		tst_log(t, "round %llu: back in before the put",
+			(unsigned long long)rel_round);
+	else
+		TST_CHECK(t, sc->tx[SHM_BULK].head == bulk_head &&
+			  sc->tx[SHM_MAIN].head > main_head &&
+			  sc->tx_pipe.next == pipe_next, "kept out, a 16 KiB "
+			  "deferred put went to the bulk ring (head %llu -> "
+			  "%llu) or the copy area, not the main ring",
+			  (unsigned long long)bulk_head,
+			  (unsigned long long)sc->tx[SHM_BULK].head);
+	__atomic_store_n(&t->shared[REL_GO], rel_round, __ATOMIC_SEQ_CST);
+	return idle_until(t, c, rel_back, "the areas given back");
+}
+
+/* An idle pair's bulk ring and copy area given back and used again, three
+ * times: every byte checked, before, while the writer keeps out, and after
+ * each release; the freed pages are no longer resident. */
+static int shm_release_cycles(struct tst *t)
+{
+	const char *const env[] = { "RDMACH_SHM_IDLE_RELEASE_MS", "1",
+		"RDMACH_SHM_LIVENESS_MS", "1", "RDMACH_SHM_CMA", "0", NULL };
+	rdmach_conn_t *c;
+	uint8_t *buf = NULL;
+	int ret = 0;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	if (t->rank == 0 && !(buf = malloc(REL_STREAM)))
+		return tst_fail(t, "out of memory");
+	for (rel_round = 1; rel_round <= REL_ROUNDS && !ret; rel_round++) {
+		uint64_t seed = tst_stream_seed(t, 0, 1) + 2 * rel_round;
+
+		ret = t->rank ? rel_reader(t, c, seed) :
+				rel_writer(t, c, seed, buf);
+		if (!ret)
+			ret = tst_barrier(t);
+	}
+	free(buf);
+	if (!ret && t->rank == 1) {
+		struct shm_tl *tl = shm_conn_of(c)->tl;
+
+		TST_CHECK(t, tl->releases >= REL_ROUNDS &&
+			  tl->repopulations >= REL_ROUNDS - 1 &&
+			  tl->repopulations < tl->releases, "%llu releases, "
+			  "%llu re-populations (expected >= %u, >= %u)",
+			  (unsigned long long)tl->releases,
+			  (unsigned long long)tl->repopulations, REL_ROUNDS,
+			  REL_ROUNDS - 1);
+	}
+	return ret ? ret : tst_barrier(t);
+}
+
+/* Neighbours only (rank r to r+1): the main ring, bulk ring and copy area
+ * of every other writer in each rank's segment keep no page, and only
+ * one writer said hello. */
+static int shm_quiet_pairs(struct tst *t)
+{
+	int to = (t->rank + 1) % t->np, from = (t->rank + t->np - 1) % t->np;
+	rdmach_conn_t *out = tst_conn(t, to), *in = tst_conn(t, from);
+	uint64_t seed_out = tst_stream_seed(t, t->rank, to);
+	uint64_t seed_in = tst_stream_seed(t, from, t->rank);
+	struct tst_stream s[2];
+	struct tst_shape sh = { .min_call = 1, .max_call = 200000,
+				.min_pieces = 1, .max_pieces = 3 };
+	int p, ret;
+
+	if (shm_only(t, out) || shm_only(t, in))
+		return TST_SKIP;
+	tst_stream_init(&s[0], out, to, 1, seed_out, 3u << 20, &sh);
+	tst_stream_init(&s[1], in, from, 0, seed_in, 3u << 20, &sh);
+	ret = tst_run(t, s, 2);
+	tst_stream_free(&s[0]);
+	tst_stream_free(&s[1]);
+	if (ret || tst_barrier(t))
+		return -1;
+	for (p = 0; p < t->np; p++) {
+		struct shm_conn *sc = shm_conn_of(tst_conn(t, p));
+		const struct shm_rx_ring *r = &sc->rx[SHM_MAIN];
+		size_t res;
+
+		if (p == from || p == t->rank)
+			continue;
+		TST_CHECK(t, sc->rx_quiet, "rank %d never wrote to me, yet "
+			  "its rings are polled", p);
+		res = resident_pages(sc->rx_base[SHM_MAIN], r->mask + 1) +
+		      resident_pages(sc->rx_base[SHM_BULK],
+				     sc->rx[SHM_BULK].mask + 1) +
+		      (sc->rx_pipe.slot ? resident_pages(sc->rx_pipe.area,
+				(sc->rx_pipe.slot_mask + 1) *
+				sc->rx_pipe.slot) : 0);
+		TST_CHECK(t, res == 0, "rank %d never wrote to me, yet %zu "
+			  "pages of its rings and copy area are resident", p,
+			  res);
+	}
+	TST_CHECK(t, shm_conn_of(in)->tl->rings_used == 1, "%llu writers said "
+		  "hello, expected 1", (unsigned long long)
+		  shm_conn_of(in)->tl->rings_used);
+	return tst_barrier(t);
+}
+
 static const struct tst_case shm_cases[] = {
 	{ "shm_rndv_partial", 2, shm_rndv_partial,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
@@ -2057,6 +2317,9 @@ static const struct tst_case shm_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_wait_thread_and_off", 2, shm_wait_thread_and_off,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_release_cycles", 2, shm_release_cycles,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_quiet_pairs", 6, shm_quiet_pairs, 0, NULL, { 0 } },
 	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
 	{ "shm_named_fallback", 2, shm_named_fallback,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },

@@ -44,6 +44,7 @@ static uint8_t *raw_post(rdmach_conn_t *c, int ring, unsigned type,
 	struct shm_tx_ring *r = &sc->tx[ring];
 	uint8_t *p = r->base + (r->head & r->mask);
 
+	shm_tx_space_refresh(sc, r);	/* says hello, as a put does */
 	memcpy(p + SHM_HDR, payload, plen);
 	atomic_store_explicit((_Atomic uint64_t *)(void *)p,
 			      shm_hdr_make(seq, type, len), memory_order_release);

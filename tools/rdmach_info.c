@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/knob.h"
@@ -155,6 +156,7 @@ static const char info_manual[] =
 "\n"
 "SYNOPSIS\n"
 "    rdmach_info [-c] [-t] [-v] [--tune]\n"
+"    rdmach_info -m N\n"
 "    rdmach_info --markdown\n"
 "    rdmach_info -h | --help\n"
 "\n"
@@ -174,6 +176,11 @@ static const char info_manual[] =
 "        for a pair of processes both can serve.\n"
 "    -v, --version\n"
 "        The library version and the API version (RDMACH_API_VERSION).\n"
+"    -m N, --memory N\n"
+"        The shared memory that N ranks on one host take with the knobs\n"
+"        set: at start-up, per ordered pair that talks (main and line\n"
+"        rings), per pair whose bulk ring and copy area are in use\n"
+"        (given back after RDMACH_SHM_IDLE_RELEASE_MS idle).\n"
 "    --tune\n"
 "        The large-message tuning of the ib device the RDMACH_IB_* knobs\n"
 "        select: measured figures (or the tuning cache's, or built-in ones\n"
@@ -201,6 +208,58 @@ static const char info_manual[] =
 "SEE ALSO\n"
 "    rdmach_run --help; rdmach.h, rdmach_pmi.h and rdmach_launch.h for the\n"
 "    API; `pkg-config --cflags --libs rdmach` to build against it.\n";
+
+/* -m N: the shared memory of N ranks on one host with the knobs set
+ * (rdma_shm/README.md, "Memory per local peer"): per process a header
+ * and a control block per writer, populated at start-up; per ordered
+ * pair that talks its main and line rings; per pair whose writer sends
+ * windows of a few KiB or large messages its bulk ring and copy area,
+ * until they idle RDMACH_SHM_IDLE_RELEASE_MS. */
+static uint64_t info_knob(const char *name, uint64_t dflt)
+{
+	uint64_t v;
+
+	return rdmach_knob_get(name, &v) ? dflt : v;
+}
+
+static int info_shm_memory(long n)
+{
+	uint64_t ring = info_knob("RDMACH_SHM_RING_SIZE", 65536);
+	uint64_t line = info_knob("RDMACH_SHM_LINE_RING", 1024);
+	uint64_t bulk = info_knob("RDMACH_SHM_BULK_RING", 262144);
+	uint64_t area = info_knob("RDMACH_SHM_PIPE_AREA", n > 16 ? 262144 : 524288);
+	uint64_t slot = info_knob("RDMACH_SHM_PIPE_CHUNK", 32768);
+	uint64_t idle = info_knob("RDMACH_SHM_IDLE_RELEASE_MS", 1000);
+	uint64_t fixed, talk, big, pairs = (uint64_t)n * (uint64_t)(n - 1);
+	const double mib = 1024.0 * 1024.0;
+
+	if (n < 2 || n > 65536) {
+		fprintf(stderr, "rdmach_info: -m %ld: 2..65536 ranks\n", n);
+		return 2;
+	}
+	if (bulk <= ring)
+		bulk = 0;
+	if (!info_knob("RDMACH_SHM_PIPE", 1))
+		area = 0;
+	if (area && slot)
+		area += (area / slot * 128 + 4095) / 4096 * 4096;
+	fixed = (512 + 4 * (uint64_t)n + 4095) / 4096 * 4096 + 512 * (uint64_t)n;
+	talk = ring + line;
+	big = bulk + area;
+	printf("# shm memory per node, %ld local ranks, these knobs\n", n);
+	printf("at start-up (headers, control blocks)    %9.1f MiB\n",
+	       (double)fixed * (double)n / mib);
+	printf("+ per ordered pair that talks            %9.1f KiB"
+	       "   neighbours only (2 per rank) %.1f MiB, all pairs %.1f MiB\n",
+	       (double)talk / 1024, (double)(talk * 2 * (uint64_t)n) / mib,
+	       (double)(talk * pairs) / mib);
+	printf("+ per pair with bulk ring and copy area  %9.1f KiB"
+	       "   all pairs %.1f MiB (%s)\n",
+	       (double)big / 1024, (double)(big * pairs) / mib,
+	       idle ? "given back after RDMACH_SHM_IDLE_RELEASE_MS idle" :
+	       "kept until finalize");
+	return 0;
+}
 
 static void info_version(void)
 {
@@ -233,13 +292,21 @@ int main(int argc, char *argv[])
 		{ "help", no_argument, NULL, 'h' },
 		{ "tune", no_argument, NULL, 'T' },
 		{ "markdown", no_argument, NULL, 'M' },
+		{ "memory", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int config = 0, transports = 0, version = 0, tune = 0, markdown = 0;
+	long memory = 0;
+	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "ctvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ctvhm:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'm':
+			memory = strtol(optarg, &end, 10);
+			if (*end || end == optarg)
+				memory = -1;
+			break;
 		case 'c':
 			config = 1;
 			break;
@@ -260,8 +327,8 @@ int main(int argc, char *argv[])
 			return 0;
 		default:
 			fprintf(stderr, "usage: rdmach_info [-c] [-t] [-v] "
-				"[--tune] [--markdown] (rdmach_info --help for "
-				"more)\n");
+				"[-m N] [--tune] [--markdown] (rdmach_info "
+				"--help for more)\n");
 			return 2;
 		}
 	}
@@ -274,6 +341,8 @@ int main(int argc, char *argv[])
 		info_markdown();
 		return 0;
 	}
+	if (memory)
+		return info_shm_memory(memory);
 	if (!config && !transports && !version && !tune)
 		config = transports = version = 1;
 	if (version)
