@@ -1,7 +1,7 @@
 /*
  * ch3_progress.c - CH3 channel "rdma": the progress engine.
  *
- * One pass visits every VC of the job: it puts what its send queue holds
+ * One pass visits every VC in use: it puts what its send queue holds
  * (rdmach_put accepts what fits and is retried later) and gets what has
  * arrived into the packet being assembled or the active receive request,
  * calling CH3's packet handlers and OnDataAvail functions as pieces

@@ -26,8 +26,13 @@
 #define IB_CM_MAGIC 0x4d434452u		/* "RDCM" read little-endian */
 #define IB_CM_VERSION 1
 #define IB_CM_QKEY 0x52444348u
-#define IB_CM_RECVS 64			/* receive buffers posted */
-#define IB_CM_SENDS 32			/* sends in flight at most */
+/* Room for a request from every peer of a large job at once, and the
+ * answers to them: a receive not posted loses a message, a send slot
+ * lacking skips one (both made up for by retransmission, at a cost) */
+#define IB_CM_RECVS 256			/* receive buffers posted */
+#define IB_CM_SENDS 128			/* sends in flight at most */
+_Static_assert(IB_CM_RECVS + IB_CM_SENDS <= IB_CM_CQE,
+	       "the shared CQ has room for the UD QP's completions");
 #define IB_CM_GRH 40			/* a UD receive starts with it */
 #define IB_CM_RTO_NS (20 * 1000000ull)	/* first retransmission */
 #define IB_CM_RTO_MAX_NS (400 * 1000000ull)
@@ -59,7 +64,9 @@ struct ib_cm_peer {
 	uint32_t r_qpn;		/* its RC QP ours is connected to, or 0 */
 	int rtr;		/* it said its QP is connected to ours */
 	int active;		/* we want it up: retransmit until it is */
+	int said_up;		/* a message of it had IB_CM_F_UP */
 	uint64_t deadline, next_tx, rto;
+	uint64_t last_rx;	/* when its last message was handled */
 };
 
 struct ib_cm {
@@ -489,6 +496,9 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 	if (tl->base.ctx->conns[peer].err ||
 	    ib_cm_connect_ep(tl, peer, m))
 		return;
+	p->last_rx = rdmach_now_ns();
+	if (m->flags & IB_CM_F_UP)
+		p->said_up = 1;
 	if (m->flags & IB_CM_F_RTR)
 		p->rtr = 1;
 	if (p->rtr)
@@ -651,6 +661,32 @@ void ib_cm_listen(struct rdmach_tl *base)
 		ib_cm_progress(tl);
 }
 
+/* rdmach_connect's collective fence comes next, where this process
+ * answers nobody.  A peer that has not said it is up (no IB_CM_F_UP from
+ * it) may have lost our last answer: it retransmits within
+ * IB_CM_RTO_MAX_NS of its previous message, so keep answering until each
+ * such peer has been quiet for twice that (a loss seen under load: 64
+ * ranks on 4 emulated hosts, the peer waiting in vain behind the fence). */
+static void ib_cm_linger(struct ib_tl *tl, const int *peers, int npeers)
+{
+	struct ib_cm_peer *p;
+	uint64_t now;
+	int i, waiting;
+
+	do {
+		if (!ib_ep_poll(tl))
+			ib_cm_progress(tl);
+		now = rdmach_now_ns();
+		for (i = 0, waiting = 0; i < npeers && !waiting; i++) {
+			p = &tl->cm->peers[peers[i]];
+			waiting = !p->said_up && !tl->base.ctx->conns[peers[i]].err &&
+				  now - p->last_rx < 2 * IB_CM_RTO_MAX_NS;
+		}
+		if (waiting)
+			sched_yield();
+	} while (waiting);
+}
+
 int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 {
 	int i, ret, left = npeers;
@@ -668,6 +704,7 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 			left += !ret;
 		}
 	}
+	ib_cm_linger(tl, peers, npeers);
 	return 0;
 }
 

@@ -36,6 +36,6 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers);
 void ib_cm_progress(struct ib_tl *tl);
 
 /* Send queue and receive entries the UD QP adds to the shared CQ. */
-#define IB_CM_CQE 128
+#define IB_CM_CQE 384
 
 #endif /* RDMACH_IB_CM_H */
