@@ -1600,4 +1600,7 @@ void rdmach_print_stats(const rdmach_ctx_t *ctx, FILE *out)
 			(unsigned long long)in_place_bytes);
 	core_print_large(out, &sum);
 	core_print_conns(out, ctx);
+	for (i = 0; i < RDMACH_TL_MAX; i++)
+		if (ctx->tls[i] && ctx->tls[i]->ops->print_stats)
+			ctx->tls[i]->ops->print_stats(ctx->tls[i], out);
 }

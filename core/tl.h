@@ -74,6 +74,8 @@ struct rdmach_tl_ops {
 	ssize_t (*peek)(struct rdmach_conn *conn, const void **buf);
 	int (*consume)(struct rdmach_conn *conn, size_t n);
 	int (*progress)(struct rdmach_tl *tl);
+	/* Optional: the transport's own counters, for rdmach_print_stats. */
+	void (*print_stats)(struct rdmach_tl *tl, FILE *out);
 	/* Idle waits (rdmach_wait_arm, rdmach_wait, rdmach_wake); NULL when
 	 * the transport's peers cannot end a sleep.  wait_arm: about to
 	 * sleep (the caller polls every connection next); 1 and *token set
