@@ -955,8 +955,9 @@ static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
  * cold_max bytes, each on a credit.  -EXDEV: the peer's ring is ours now
  * (ib_cold_switch_out), the caller goes on through it.
  */
-static ssize_t ib_put_cold(struct ib_conn *ic, const struct iovec *iov,
-			   int iovcnt, size_t total, uint64_t *ticket)
+static __attribute__((noinline)) ssize_t
+ib_put_cold(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
+	    size_t total, uint64_t *ticket)
 {
 	struct ib_tl *tl = ic->tl;
 	uint32_t max = ic->cold_max - (uint32_t)sizeof(struct ib_srq_hdr);
