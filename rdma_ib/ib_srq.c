@@ -117,7 +117,9 @@ void ib_srq_rx_init(struct ib_srq_rx *rx)
 
 uint64_t ib_srq_grant(struct ib_srq *s, struct ib_srq_rx *rx)
 {
-	uint64_t live = rx->granted - rx->rcvd, n;
+	/* what it holds: credits not used and messages not read yet, so
+	 * that a peer nobody reads cannot take more than its share */
+	uint64_t live = rx->granted - rx->popped, n;
 
 	if (s->cfg.ask || live >= s->cfg.credits)
 		return 0;

@@ -8,6 +8,7 @@
 # and spreads, ratios to today's ring and to perftest.
 #
 #   bench/vm/run-srq-vm.sh          (build first: make -j2)
+#   bench/vm/run-srq-vm.sh --report DIR    the summary of DIR again
 # Environment: O=build, BENCH_SRQ_ROUNDS=9, BENCH_SRQ_ITERS=5000,
 #   BENCH_RESULTS=DIR (default results/srq-YYYYmmdd-HHMMSS)
 set -uo pipefail
@@ -48,12 +49,16 @@ if [ "${1:-}" = --inner ]; then
 	in_vm "$2"
 	exit
 fi
-out=${BENCH_RESULTS:-$top/results/srq-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out"
-RDMACH_VM_TIMEOUT=${RDMACH_VM_TIMEOUT:-1800} \
-RDMACH_VM_PASSENV="O BENCH_SRQ_ROUNDS BENCH_SRQ_ITERS" O=$O \
-	"$top/test/vm/vm-run.sh" "$top" \
-	"bench/vm/run-srq-vm.sh --inner $(printf %q "$out")" || exit 1
+if [ "${1:-}" = --report ]; then
+	out=$2
+else
+	out=${BENCH_RESULTS:-$top/results/srq-$(date +%Y%m%d-%H%M%S)}
+	mkdir -p "$out"
+	RDMACH_VM_TIMEOUT=${RDMACH_VM_TIMEOUT:-1800} \
+	RDMACH_VM_PASSENV="O BENCH_SRQ_ROUNDS BENCH_SRQ_ITERS" O=$O \
+		"$top/test/vm/vm-run.sh" "$top" \
+		"bench/vm/run-srq-vm.sh --inner $(printf %q "$out")" || exit 1
+fi
 med() { sort -g | awk '{ a[NR] = $1 } END { if (NR) printf "%.2f %.2f %.2f", a[int((NR + 1) / 2)], a[1], a[NR] }'; }
 echo "# 8 B latency, us: median min max over $rounds rounds"
 for c in ring promoted cold ib_write_lat ib_send_lat; do
