@@ -79,6 +79,9 @@ struct rdmach_tl_ops {
 	ssize_t (*peek)(struct rdmach_conn *conn, const void **buf);
 	int (*consume)(struct rdmach_conn *conn, size_t n);
 	int (*progress)(struct rdmach_tl *tl);
+	/* Optional: the transport's own counters, for rdmach_print_stats
+	 * (lines starting "# "). */
+	void (*print_stats)(struct rdmach_tl *tl, FILE *out);
 	/* Idle waits (rdmach_wait_arm, rdmach_wait, rdmach_wake); NULL when
 	 * the transport's peers cannot end a sleep.  wait_arm: about to
 	 * sleep (the caller polls every connection next); 1 and *token set
@@ -88,9 +91,6 @@ struct rdmach_tl_ops {
 	int (*wait_arm)(struct rdmach_tl *tl, uint32_t *token);
 	void (*wait)(struct rdmach_tl *tl, uint32_t token, uint64_t timeout_ns);
 	void (*wake)(struct rdmach_tl *tl);
-	/* Optional: the transport's own counters, for rdmach_print_stats
-	 * (lines starting "# "). */
-	void (*print_stats)(struct rdmach_tl *tl, FILE *out);
 	/* Drain what this process put (until deadline_ns, CLOCK_MONOTONIC),
 	 * tell the peers, release everything; tl is freed. */
 	int (*close)(struct rdmach_tl *tl, uint64_t deadline_ns);

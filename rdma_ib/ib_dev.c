@@ -239,8 +239,8 @@ void ib_dev_close(struct ib_dev *d)
 }
 
 struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
-			    unsigned int sq_depth, unsigned int inline_want,
-			    unsigned int *inline_max)
+			    struct ibv_srq *srq, unsigned int sq_depth,
+			    unsigned int inline_want, unsigned int *inline_max)
 {
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr a;
@@ -254,7 +254,8 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 		ia.recv_cq = cq;
 		ia.qp_type = IBV_QPT_RC;
 		ia.cap.max_send_wr = sq_depth;
-		ia.cap.max_recv_wr = 1;
+		ia.srq = srq;
+		ia.cap.max_recv_wr = srq ? 0 : 1;
 		ia.cap.max_send_sge = (uint32_t)ib_dev_send_sge(d);
 		ia.cap.max_recv_sge = 1;
 		ia.cap.max_inline_data = inline_want;

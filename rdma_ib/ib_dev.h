@@ -62,7 +62,8 @@ struct ib_addr {
  * peers that do (older builds interoperate without them). */
 #define IB_CAP_SPIPE 0x1u		/* superpipeline (ib_spipe.h) */
 #define IB_CAP_NEAR 0x2u		/* near trailers (proto/ring.h) */
-#define IB_CAPS (IB_CAP_SPIPE | IB_CAP_NEAR)	/* what this build handles */
+#define IB_CAP_SRQ 0x4u		/* the shared receive path (ib_srq.h) */
+#define IB_CAPS (IB_CAP_SPIPE | IB_CAP_NEAR | IB_CAP_SRQ) /* this build's */
 
 /* The ring protocol and address format; raise it on any change that a
  * peer of the previous version cannot follow.  (Defined from outside only
@@ -83,10 +84,12 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 		const char *gid);
 void ib_dev_close(struct ib_dev *d);
 
-/* An RC QP in INIT; *inline_max gets the inline size obtained. */
+/* An RC QP in INIT; *inline_max gets the inline size obtained.  srq:
+ * its receives come from that shared receive queue (NULL: a queue of its
+ * own of one entry, never posted: it takes RDMA writes only). */
 struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
-			    unsigned int sq_depth, unsigned int inline_want,
-			    unsigned int *inline_max);
+			    struct ibv_srq *srq, unsigned int sq_depth,
+			    unsigned int inline_want, unsigned int *inline_max);
 /* Path MTU towards remote: the smaller of the two ports' active MTUs and
  * the wanted one (RDMACH_IB_MTU). */
 enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *remote,

@@ -20,6 +20,7 @@
 #include "ib_large.h"
 #include "ib_peer.h"
 #include "ib_spipe.h"
+#include "ib_srq.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
 
@@ -32,13 +33,21 @@
 				 * signalled is in flight (an error
 				 * completion of an unsignalled write) */
 
-enum ib_wr_kind { IB_WR_DATA, IB_WR_KA, IB_WR_FIN, IB_WR_SPIPE };
+enum ib_wr_kind { IB_WR_DATA, IB_WR_KA, IB_WR_FIN, IB_WR_SPIPE, IB_WR_SEND };
+
+/* A cold connection's receive ring: one flag word that always reads as an
+ * arrival, so that the empty poll of ib_ep_get (unchanged for rings) leads
+ * a cold connection's get into ib_get_ring, which hands it to the shared
+ * path.  Nothing writes it after set-up. */
+static uint64_t ib_cold_ring[8] __attribute__((aligned(64)));
 
 /* The peer writes our ctrl words at these offsets: wire format. */
 _Static_assert(offsetof(struct ib_ctrl, zc_ack) == 32 &&
 	       offsetof(struct ib_ctrl, sp) == 40 &&
 	       offsetof(struct ib_sp_ctrl, addr) == 16 &&
-	       sizeof(struct ib_ctrl) == 80, "struct ib_ctrl is wire format");
+	       offsetof(struct ib_ctrl, srq_grant) == 80 &&
+	       offsetof(struct ib_ctrl, ring_key) == 104 &&
+	       sizeof(struct ib_ctrl) == 120, "struct ib_ctrl is wire format");
 
 static int ib_fail(struct ib_conn *ic, int err, const char *what)
 {
@@ -47,6 +56,46 @@ static int ib_fail(struct ib_conn *ic, int err, const char *what)
 }
 
 /* ---- send queue: posting with selective signalling -------------------- */
+
+/* The CQ has room for tl->sig_max signalled completions (ib_iface.c
+ * sizes it so): a signalled post beyond that waits for completions, up
+ * to RDMACH_PEER_TIMEOUT_MS.  0 or a negative errno (failed). */
+static __attribute__((noinline)) int ib_sig_room(struct ib_conn *ic)
+{
+	struct ib_tl *tl = ic->tl;
+	uint64_t deadline = rdmach_now_ns() + ic->conn->ctx->peer_timeout_ns;
+
+	while (tl->sig_inflight >= tl->sig_max) {
+		if (ib_ep_poll(tl) || rdmach_now_ns() > deadline) {
+			ic->broken = 1;
+			return ib_fail(ic, -ECONNRESET, "completion queue "
+				       "full: no completion within the peer "
+				       "timeout (RDMACH_IB_CQ_SIGNALLED)");
+		}
+	}
+	return 0;
+}
+
+/* Book-keeping of a posted WR: slots, and the signalled ones' entries. */
+static inline void ib_posted(struct ib_conn *ic, uint32_t len, int signal,
+			     enum ib_wr_kind kind, uint64_t head_after,
+			     uint64_t chunk)
+{
+	ic->sq_free--;
+	ic->unsig_wrs++;
+	ic->unsig_bytes += len;
+	if (signal) {
+		struct ib_sig *s = &ic->sig[ic->sig_head++ & ic->sig_mask];
+
+		s->head = head_after;
+		s->nwr = ic->unsig_wrs;
+		s->kind = kind;
+		s->chunk = chunk;
+		ic->tl->sig_inflight++;
+		ic->unsig_wrs = 0;
+		ic->unsig_bytes = 0;
+	}
+}
 
 static int ib_post_wr(struct ib_conn *ic, void *src, uint32_t len,
 		      uint32_t lkey, uint64_t raddr, uint32_t rkey,
@@ -60,7 +109,10 @@ static int ib_post_wr(struct ib_conn *ic, void *src, uint32_t len,
 
 	memset(&wr, 0, sizeof(wr));
 	signal |= ic->unsig_wrs + 1 >= tl->sq_depth / 4 ||
-		  ic->unsig_bytes + len >= ic->tx.size / 4;
+		  ic->unsig_bytes + len >= ic->sig_bytes;
+	if (signal && __builtin_expect(tl->sig_inflight >= tl->sig_max, 0) &&
+	    ib_sig_room(ic))
+		return ic->conn->err;
 	wr.wr_id = (uint64_t)ic->conn->peer;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
@@ -77,33 +129,20 @@ static int ib_post_wr(struct ib_conn *ic, void *src, uint32_t len,
 		ic->broken = 1;
 		return ib_fail(ic, -ECONNRESET, msg);
 	}
-	ic->sq_free--;
-	ic->unsig_wrs++;
-	ic->unsig_bytes += len;
-	if (signal) {
-		struct ib_sig *s = &ic->sig[ic->sig_head++ & ic->sig_mask];
-
-		s->head = head_after;
-		s->nwr = ic->unsig_wrs;
-		s->kind = kind;
-		s->chunk = chunk;
-		tl->sig_inflight++;
-		ic->unsig_wrs = 0;
-		ic->unsig_bytes = 0;
-	}
+	ib_posted(ic, len, signal, kind, head_after, chunk);
 	return 0;
 }
 
 static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
-		   uint64_t raddr, enum ib_wr_kind kind, int signal,
-		   uint64_t head_after)
+		   uint64_t raddr, uint32_t rkey, enum ib_wr_kind kind,
+		   int signal, uint64_t head_after)
 {
 	const uint8_t *p = src;
 	/* staging has a registration of its own (the peer cannot reach it) */
 	uint32_t lkey = p >= ic->tx.stage && p < ic->tx.stage + ic->tx.size ?
 			ic->stage_mr->lkey : ic->mr->lkey;
 
-	return ib_post_wr(ic, src, len, lkey, raddr, ic->rkey, kind, signal,
+	return ib_post_wr(ic, src, len, lkey, raddr, rkey, kind, signal,
 			  head_after, 0);
 }
 
@@ -111,15 +150,16 @@ static int ib_post(struct ib_conn *ic, void *src, uint32_t len,
 static int ib_post_ctrl(struct ib_conn *ic, size_t field, uint64_t value,
 			enum ib_wr_kind kind, int signal)
 {
-	return ib_post(ic, &value, sizeof(value), ic->r_ctrl + field, kind,
-		       signal, ic->tx.head);
+	return ib_post(ic, &value, sizeof(value), ic->r_ctrl + field, ic->rkey,
+		       kind, signal, ic->tx.head);
 }
 
 static int ib_post_packet(struct ib_conn *ic, uint64_t off, uint64_t bytes,
 			  uint64_t head_after)
 {
 	int ret = ib_post(ic, ic->tx.stage + off, (uint32_t)bytes,
-			  ic->r_ring + off, IB_WR_DATA, 0, head_after);
+			  ic->r_ring + off, ic->ring_rkey, IB_WR_DATA, 0,
+			  head_after);
 
 	if (ret || ic->tl->mode != RING_MODE_BASIC)
 		return ret;
@@ -152,7 +192,7 @@ static int ib_post_ctrl_words(struct ib_conn *ic, size_t field,
 	}
 	return ib_post(ic, n == 1 ? &one : (void *)ic->ctrl->out,
 		       (uint32_t)(n * sizeof(uint64_t)), ic->r_ctrl + field,
-		       IB_WR_DATA, 0, ic->tx.head);
+		       ic->rkey, IB_WR_DATA, 0, ic->tx.head);
 }
 
 /* ---- completions ------------------------------------------------------- */
@@ -198,11 +238,15 @@ static void ib_completion(struct ib_conn *ic, const struct ibv_wc *wc)
 	ring_tx_acked(&ic->tx, s->head);
 	if (s->kind == IB_WR_SPIPE)
 		ib_sp_completed(&ic->sp, s->chunk);
+	if (s->kind == IB_WR_SEND && s->chunk != UINT64_MAX)
+		ib_srq_tx_put(ic->tl->srq, (int32_t)s->chunk);
 	if (s->kind == IB_WR_KA) {
 		ic->ka_pending = 0;
 		ic->idle_since = rdmach_now_ns();
 	}
 }
+
+static void ib_cold_recv(struct ib_tl *tl, const struct ibv_wc *wc);
 
 /* Out of line: the gets that call it when due stay small. */
 __attribute__((noinline)) int ib_ep_poll(struct ib_tl *tl)
@@ -215,8 +259,12 @@ __attribute__((noinline)) int ib_ep_poll(struct ib_tl *tl)
 			uint64_t wr_id = wc[i].wr_id;
 			struct ib_conn *ic;
 
-			if (__builtin_expect(wr_id & IB_CM_WRID, 0)) {
-				tl->cm_wc(tl, &wc[i]);
+			if (__builtin_expect(wr_id & (IB_CM_WRID |
+						      IB_SRQ_WRID), 0)) {
+				if (wr_id & IB_CM_WRID)
+					tl->cm_wc(tl, &wc[i]);
+				else
+					ib_cold_recv(tl, &wc[i]);
 				continue;
 			}
 			ic = tl->conns[wr_id & ~IB_ZC_WRID];
@@ -270,7 +318,7 @@ static int ib_take_credit(struct ib_conn *ic, int scan)
 		if (ib_credit_in(ic, t))
 			return -EPROTO;
 	}
-	if (!scan || ic->tl->mode == RING_MODE_BASIC)
+	if (!scan || ic->tl->mode == RING_MODE_BASIC || ic->rx_cold)
 		return 0;
 	c = ring_rx_scan(&ic->rx, &ic->scan, 1, UINT64_MAX);
 	if (c < 0) {
@@ -281,11 +329,17 @@ static int ib_take_credit(struct ib_conn *ic, int scan)
 	return c ? ib_credit_in(ic, (uint64_t)c) : 0;
 }
 
+static void ib_cold_grant_out(struct ib_conn *ic);
+
 static void ib_credit_out(struct ib_conn *ic)
 {
 	struct ib_tl *tl = ic->tl;
 	uint64_t pos = ic->rx.pos;
 
+	if (__builtin_expect(ic->rx_cold, 0)) {
+		ib_cold_grant_out(ic);
+		return;
+	}
 	if (ic->broken || ic->sq_free < 1 ||
 	    !ring_rx_credit_due(&ic->rx, tl->mode == RING_MODE_BASIC,
 				tl->credit_thr))
@@ -407,6 +461,214 @@ static void ib_put_wait(struct ib_conn *ic)
 	ib_idle(ic);
 }
 
+/* ---- the shared path, sending (ib_srq.h) ------------------------------- */
+
+/* Messages of up to this many bytes (header included) go inline. */
+#define IB_COLD_INLINE 256
+
+/* Room for n messages now: credits, send queue slots, send buffers. */
+static int ib_cold_room(const struct ib_conn *ic, unsigned int n)
+{
+	return ic->stx.grant - ic->stx.sent >= n &&
+	       ic->sq_free >= n + IB_SQ_RESERVE &&
+	       ic->tl->srq->tx_nfree >= n;
+}
+
+/* The peer's latest grant (its ctrl word); a grant beyond any pool is a
+ * protocol error. */
+static int ib_cold_take_grant(struct ib_conn *ic)
+{
+	uint64_t g = ib_peer_load64(&ic->ctrl->srq_grant);
+
+	if (g <= ic->stx.grant)
+		return 0;
+	if (g - ic->stx.sent > IB_SRQ_GRANT_MAX) {
+		ic->broken = 1;
+		return ib_fail(ic, -EPROTO, "protocol error: shared-path "
+			       "credits beyond any pool");
+	}
+	ic->stx.grant = g;
+	return 0;
+}
+
+/* Out of credits: when the peer's pool goes by asking (ib_cold_hungry),
+ * ask once per grant used up (an 8-byte write into its ctrl words). */
+static void ib_cold_stalled(struct ib_conn *ic)
+{
+	ic->conn->stats.ring_full_stalls++;
+	ic->tl->srq_st.no_credit++;
+	if (ic->stx.sent < ic->stx.grant || ic->stx.asked == ic->stx.grant + 1 ||
+	    ic->sq_free < 1 || ic->broken)
+		return;
+	if (!ib_post_ctrl(ic, offsetof(struct ib_ctrl, srq_ask),
+			  ic->stx.grant + 1, IB_WR_DATA, 0))
+		ic->stx.asked = ic->stx.grant + 1;
+}
+
+/*
+ * One message onto the peer's shared path: header, a (alen bytes), then
+ * clen bytes gathered from c.  A short one goes inline, others from a send
+ * buffer, signalled so that its completion frees the buffer.  0, -EAGAIN
+ * (no credit, slot or buffer now), or a negative errno (failed).
+ */
+static int ib_cold_send(struct ib_conn *ic, unsigned int type, const void *a,
+			uint32_t alen, struct rdmach_iovc *c, uint32_t clen)
+{
+	struct ib_tl *tl = ic->tl;
+	struct ib_srq *s = tl->srq;
+	uint32_t len = (uint32_t)sizeof(struct ib_srq_hdr) + alen + clen;
+	uint64_t small[IB_COLD_INLINE / 8];
+	struct ib_srq_hdr h = { .src = (uint32_t)tl->base.ctx->rank,
+				.type = (uint16_t)type };
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	int32_t txb = -1;
+	uint8_t *p = (uint8_t *)small;
+	int signal, ret;
+
+	if (!ib_cold_room(ic, 1))
+		return -EAGAIN;
+	if (len > IB_COLD_INLINE || len > tl->inline_max) {
+		txb = ib_srq_tx_get(s);
+		p = ib_srq_tx_buf(s, txb);
+	}
+	/* the grant of our own pool rides along while the peer is on it */
+	if (ic->rx_cold) {
+		h.grant = ic->srx.granted;
+		ic->srx.told = ic->srx.granted;
+	}
+	memcpy(p, &h, sizeof(h));
+	if (alen)
+		memcpy(p + sizeof(h), a, alen);
+	if (clen)
+		rdmach_iovc_gather(c, p + sizeof(h) + alen, clen);
+	signal = txb >= 0 || ic->unsig_wrs + 1 >= tl->sq_depth / 4;
+	if (signal && tl->sig_inflight >= tl->sig_max && ib_sig_room(ic)) {
+		ib_srq_tx_put(s, txb);
+		return ic->conn->err;
+	}
+	sge.addr = (uintptr_t)p;
+	sge.length = len;
+	sge.lkey = s->mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uint64_t)ic->conn->peer;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = (signal ? IBV_SEND_SIGNALED : 0) |
+			(txb < 0 ? IBV_SEND_INLINE : 0);
+	ret = ibv_post_send(ic->qp, &wr, &bad);
+	if (ret) {
+		char msg[96];
+
+		ib_srq_tx_put(s, txb);
+		snprintf(msg, sizeof(msg), "ibv_post_send (shared path): %s",
+			 strerror(ret));
+		ic->broken = 1;
+		return ib_fail(ic, -ECONNRESET, msg);
+	}
+	ib_posted(ic, len, signal, IB_WR_SEND, ic->tx.head,
+		  txb < 0 ? UINT64_MAX : (uint64_t)txb);
+	ic->stx.sent++;
+	ic->conn->stats.packets_sent++;
+	tl->srq_st.msgs_out++;
+	tl->srq_st.bytes_out += clen;
+	return 0;
+}
+
+/*
+ * The peer offered a ring (ib_cold_offer on its side): make our staging
+ * mirror of it, then tell the peer where our shared-path messages end (a
+ * switch message carrying their count; it reads the ring only after it
+ * has read them all) and write through the ring from then on.  1 switched,
+ * 0 not now (no offer, or no credit for the switch yet), or a negative
+ * errno.
+ */
+static int ib_cold_switch_out(struct ib_conn *ic)
+{
+	struct ib_tl *tl = ic->tl;
+	uint64_t key = ib_peer_load64(&ic->ctrl->ring_key), before;
+	int ret;
+
+	if (!(key & IB_RING_OFFER))
+		return 0;
+	if (!ic->stage_buf) {
+		uint64_t addr = ib_peer_load64(&ic->ctrl->ring_addr);
+		uint64_t r = tl->ring_size;
+
+		if (!addr || (addr & IB_ADDR_COLD)) {
+			ic->broken = 1;
+			return ib_fail(ic, -EPROTO, "protocol error: a ring "
+				       "offered at a bad address");
+		}
+		if (posix_memalign((void **)&ic->stage_buf, 4096, r))
+			return 0;	/* stays on the shared path for now */
+		memset(ic->stage_buf, 0, r);
+		ic->stage_mr = ibv_reg_mr(tl->dev.pd, ic->stage_buf, r, 0);
+		if (!ic->stage_mr) {
+			free(ic->stage_buf);
+			ic->stage_buf = NULL;
+			return 0;
+		}
+		ring_tx_init(&ic->tx, ic->stage_buf, r);
+		ic->tx.near = !!(ic->peer_caps & IB_CAP_NEAR);
+		ic->r_ring = addr;
+		ic->ring_rkey = (uint32_t)key;
+	}
+	before = ic->stx.sent;
+	ret = ib_cold_send(ic, IB_SRQ_SWITCH, &before, sizeof(before), NULL, 0);
+	if (ret)
+		return ret == -EAGAIN ? 0 : ret;
+	ic->tx_cold = 0;
+	ic->sig_bytes = ic->tx.size / 4;
+	ic->small_max = tl->mode == RING_MODE_BASIC ? 0 :
+			ring_max_payload(tl->mode, tl->chunk, tl->ring_size);
+	rdmach_debug("ib: rank %d: on its ring after %" PRIu64 " shared-path "
+		     "messages", ic->conn->peer, before);
+	return 1;
+}
+
+/* A new zero-copy put on the shared path: the small first piece and the
+ * rendezvous as two messages (ib_put_zcopy's contract). */
+static ssize_t ib_put_zcopy_cold(struct ib_conn *ic, const struct iovec *iov,
+				 int iovcnt, uint64_t *ticket, size_t head,
+				 uint32_t len)
+{
+	unsigned int nmsg = head ? 2 : 1;
+	struct rdmach_iovc c;
+	struct ib_zc_ctl ctl;
+	int64_t id;
+	int ret;
+
+	if (sizeof(struct ib_srq_hdr) + len > ic->cold_max ||
+	    sizeof(struct ib_srq_hdr) + head > ic->cold_max)
+		return -EAGAIN;		/* the copy path takes it */
+	if (ic->tl->sig_inflight)
+		ib_ep_poll(ic->tl);
+	if (!ib_cold_room(ic, nmsg)) {
+		ib_cold_stalled(ic);
+		ib_put_wait(ic);
+		return ic->broken ? ib_put_error(ic) : 0;
+	}
+	id = ib_zc_put_start(&ic->zc, iov, iovcnt, head, &ctl, !ticket);
+	if (id < 0)
+		return -EAGAIN;
+	rdmach_iovc_init(&c, iov, iovcnt);
+	ret = head ? ib_cold_send(ic, RDMACH_PKT_DATA, NULL, 0, &c,
+				  (uint32_t)head) : 0;
+	if (!ret)
+		ret = ib_cold_send(ic, RDMACH_PKT_RNDV, &ctl, len, NULL, 0);
+	if (ret) {
+		ic->broken = 1;
+		return ret == -EAGAIN ? ib_fail(ic, -ECONNRESET, "shared path: "
+						"no room for a rendezvous") : ret;
+	}
+	if (!ticket)
+		return 0;
+	*ticket = (uint64_t)id;
+	return (ssize_t)(head + ctl.h.total);
+}
+
 /*
  * Zero-copy put (ib_zcopy.h): a waiting one is polled for its ack; a new
  * one registers the buffers and sends one RDMACH_PKT_RNDV packet, whole (the
@@ -459,6 +721,8 @@ static ssize_t ib_put_zcopy(struct ib_conn *ic, const struct iovec *iov,
 			return ic->broken ? ib_put_error(ic) : 0;
 		}
 	}
+	if (ic->tx_cold)
+		return ib_put_zcopy_cold(ic, iov, iovcnt, ticket, head, len);
 	if (ic->sq_free < need)
 		ib_ep_poll(tl);
 	ret = ring_tx_reserve_pair(&ic->tx, (uint32_t)head, len, &pad,
@@ -530,6 +794,32 @@ static inline int ib_put_one(struct ib_conn *ic, const struct iovec *iov,
 	return 1;
 }
 
+/* ib_put_spipe_open on the shared path: the control packet as one
+ * message. */
+static int ib_put_spipe_open_cold(struct ib_conn *ic, size_t total)
+{
+	struct rdmach_spipe_hdr hdr;
+	int ret;
+
+	if (sizeof(struct ib_srq_hdr) + sizeof(hdr) > ic->cold_max)
+		return -EAGAIN;
+	if (ic->tl->sig_inflight)
+		ib_ep_poll(ic->tl);
+	if (!ib_cold_room(ic, 1)) {
+		ib_cold_stalled(ic);
+		return 0;
+	}
+	spipe_tx_open(&ic->sp.tx, total, &hdr);
+	ret = ib_cold_send(ic, RDMACH_PKT_SPIPE, &hdr, sizeof(hdr), NULL, 0);
+	if (ret) {
+		ic->broken = 1;
+		return ret == -EAGAIN ? ib_fail(ic, -ECONNRESET, "shared path: "
+						"no room for a message") : ret;
+	}
+	ic->conn->stats.spipe_msgs++;
+	return 1;
+}
+
 /* Open a superpipeline message: staging (the first time), the control
  * packet in the ring.  1 opened, 0 no ring space or send queue slots now
  * (retry), -EAGAIN no memory (another protocol), or a negative errno. */
@@ -545,6 +835,8 @@ static int ib_put_spipe_open(struct ib_conn *ic, size_t total)
 
 	if (ib_sp_stage(&ic->sp))
 		return -EAGAIN;
+	if (ic->tx_cold)
+		return ib_put_spipe_open_cold(ic, total);
 	if (ic->sq_free < need)
 		ib_ep_poll(tl);
 	ret = ring_tx_reserve_whole(&ic->tx, sizeof(hdr), &pad, &s);
@@ -657,6 +949,65 @@ static ssize_t ib_put_large(struct ib_conn *ic, const struct iovec *iov,
 	return n;
 }
 
+/*
+ * A put on a cold connection: the large protocols as on the ring (their
+ * control packets as shared-path messages), data as messages of up to
+ * cold_max bytes, each on a credit.  -EXDEV: the peer's ring is ours now
+ * (ib_cold_switch_out), the caller goes on through it.
+ */
+static __attribute__((noinline)) ssize_t
+ib_put_cold(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
+	    size_t total, uint64_t *ticket)
+{
+	struct ib_tl *tl = ic->tl;
+	uint32_t max = ic->cold_max - (uint32_t)sizeof(struct ib_srq_hdr);
+	struct rdmach_iovc c;
+	size_t done = 0;
+	ssize_t n;
+	int ret;
+
+	if (ic->sp.tx.left)
+		return ib_put_spipe(ic, iov, iovcnt, total, 0, NULL);
+	if (ib_zc_tx_waiting(&ic->zc))
+		return ib_put_zcopy(ic, iov, iovcnt, NULL);
+	if (ic->broken || ib_peer_load64(&ic->ctrl->fin))
+		return ib_put_error(ic);
+	/* send buffers come back by completions */
+	if (tl->sig_inflight)
+		ib_ep_poll(tl);
+	if (ib_cold_take_grant(ic))
+		return -EPROTO;
+	ret = ib_cold_switch_out(ic);
+	if (ret)
+		return ret > 0 ? -EXDEV : ret;
+	if (!ic->ring_left && total >= tl->large.min) {
+		n = ib_put_large(ic, iov, iovcnt, total, ticket);
+		if (n != -EAGAIN)
+			return n;
+	}
+	rdmach_iovc_init(&c, iov, iovcnt);
+	while (done < total) {
+		uint32_t len = total - done < max ? (uint32_t)(total - done) :
+			       max;
+
+		ret = ib_cold_send(ic, RDMACH_PKT_DATA, NULL, 0, &c, len);
+		if (ret == -EAGAIN) {
+			ib_cold_stalled(ic);
+			break;
+		}
+		if (ret)
+			return ret;
+		done += len;
+	}
+	ic->ring_left -= done < ic->ring_left ? done : ic->ring_left;
+	if (!done) {
+		ib_put_wait(ic);
+		if (ic->broken)
+			return ib_put_error(ic);
+	}
+	return (ssize_t)done;
+}
+
 /* rdmach_put (ticket NULL) or rdmach_put_deferred. */
 static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 			     int iovcnt, size_t total, uint64_t *ticket)
@@ -673,6 +1024,11 @@ static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 
 	if (ib_put_one(ic, iov, iovcnt, total, &n))
 		return n;
+	if (__builtin_expect(ic->tx_cold, 0)) {
+		n = ib_put_cold(ic, iov, iovcnt, total, ticket);
+		if (n != -EXDEV)
+			return n;
+	}
 	/* an open superpipeline message takes the next bytes of the stream,
 	 * whatever put brings them */
 	if (ic->sp.tx.left)
@@ -831,9 +1187,350 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 		return ic->conn->err;
 	ib_credit_out(ic);
 	fin = ib_peer_load64(&ic->ctrl->fin);	/* once: tested, then compared */
-	if (fin && ic->rx.pos + 1 >= fin)
+	/* its shared-path messages went before fin, their count with it */
+	if (fin && ic->rx.pos + 1 >= fin &&
+	    (!ic->rx_cold || (ic->srx.head < 0 && ic->srx.rcvd >=
+			      ib_peer_load64(&ic->ctrl->srq_fin))))
 		return -ESHUTDOWN;
 	ib_idle(ic);
+	return 0;
+}
+
+/* ---- the shared path, receiving (ib_srq.h) ----------------------------- */
+
+/* Did the message come over the QP of ic (its loopback one, to self)? */
+static int ib_cold_from(const struct ib_conn *ic, uint32_t qp_num)
+{
+	return ic->qp->qp_num == qp_num ||
+	       (ic->loop_qp && ic->loop_qp->qp_num == qp_num);
+}
+
+/* A shared receive arrived: checked, then queued on its connection (the
+ * buffer is not posted any more, so the peer cannot change it now). */
+static void ib_cold_recv(struct ib_tl *tl, const struct ibv_wc *wc)
+{
+	struct ib_srq *s = tl->srq;
+	uint32_t i = (uint32_t)(wc->wr_id & 0xffffffffu);
+	const char *why = NULL;
+	struct ib_srq_hdr h;
+	struct ib_conn *ic;
+
+	if (!s || i >= s->cfg.bufs)
+		return;
+	s->posted--;
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			rdmach_debug("ib: a shared receive failed: %s",
+				     ibv_wc_status_str(wc->status));
+		goto repost;
+	}
+	if (wc->byte_len < sizeof(h) || wc->byte_len > s->cfg.buf_size)
+		goto repost;
+	ib_peer_snap(&h, ib_srq_buf(s, i), sizeof(h));
+	if (h.src >= (uint32_t)tl->base.ctx->size ||
+	    !(ic = tl->conns[h.src]) || !ib_cold_from(ic, wc->qp_num) ||
+	    ic->broken)
+		goto repost;	/* not a connection of ours (any more) */
+	if (!ic->rx_cold)
+		why = "a shared-path message after the switch to the ring";
+	else if (ic->srx.rcvd >= ic->srx.granted)
+		why = "a shared-path message beyond its credits";
+	else if (!(h.type == RDMACH_PKT_RNDV || h.type == RDMACH_PKT_SPIPE ||
+		   (h.type == RDMACH_PKT_DATA && wc->byte_len > sizeof(h)) ||
+		   (h.type == IB_SRQ_SWITCH &&
+		    wc->byte_len == sizeof(h) + sizeof(uint64_t))))
+		why = "a shared-path message of a bad type or length";
+	else if (h.grant > ic->stx.grant &&
+		 h.grant - ic->stx.sent > IB_SRQ_GRANT_MAX)
+		why = "shared-path credits beyond any pool";
+	if (why) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "protocol error: %s (type %u, %u "
+			 "bytes)", why, h.type, wc->byte_len);
+		ic->broken = 1;
+		ib_fail(ic, -EPROTO, msg);
+		goto repost;
+	}
+	if (h.grant > ic->stx.grant)
+		ic->stx.grant = h.grant;
+	ic->srx.rcvd++;
+	s->outstanding--;
+	ib_srq_push(s, &ic->srx, i, wc->byte_len);
+	tl->srq_st.msgs_in++;
+	return;
+repost:
+	if (ib_srq_repost(s, i))
+		rdmach_warn("ib: a shared receive not reposted");
+}
+
+/* Tell the peer its new grant (an 8-byte write into its ctrl words) once
+ * it holds half or less of what it may (one write per credits/2
+ * messages read), or at once (now). */
+static void ib_cold_tell(struct ib_conn *ic, int now)
+{
+	struct ib_srq_rx *rx = &ic->srx;
+	uint64_t half = (ic->tl->srq_cfg.credits + 1) / 2;
+
+	if (rx->granted == rx->told || (!now && rx->told > rx->rcvd + half) ||
+	    ic->broken || ic->sq_free < 1 || !ic->r_ctrl ||
+	    ic->conn->tl != &ic->tl->base)
+		return;
+	if (ib_post_ctrl(ic, offsetof(struct ib_ctrl, srq_grant),
+			 rx->granted, IB_WR_DATA, 0))
+		return;
+	rx->told = rx->granted;
+	ic->tl->srq_st.grants_sent++;
+}
+
+/*
+ * A pool smaller than the peers (cfg.ask): a credit at a time, round
+ * robin, to peers that used up what they were told and asked for more
+ * (ib_cold_stalled), each holding at most IB_SRQ_ASK_HOLD buffers
+ * (credits or messages not read): idle peers hold none, so no peer waits
+ * for ever while the reader reads all of them.
+ */
+static void ib_cold_hungry(struct ib_tl *tl)
+{
+	struct ib_srq *s = tl->srq;
+	int size = tl->base.ctx->size, k;
+
+	for (k = 0; k < size && ib_srq_free(s); k++) {
+		int i = (int)((tl->grant_next + (unsigned int)k) %
+			      (unsigned int)size);
+		struct ib_conn *o = tl->conns[i];
+
+		if (!o || !o->rx_cold || o->broken ||
+		    o->conn->tl != &tl->base)
+			continue;
+		if (o->srx.granted == o->srx.told &&
+		    ib_peer_load64(&o->ctrl->srq_ask) == o->srx.told + 1 &&
+		    o->srx.granted - o->srx.popped < IB_SRQ_ASK_HOLD) {
+			o->srx.granted++;
+			s->outstanding++;
+		}
+		ib_cold_tell(o, 1);
+	}
+	tl->grant_next = (tl->grant_next + (unsigned int)k) % (unsigned int)size;
+}
+
+/* Buffers read go back as credits: to this peer (the pool covers every
+ * peer's full grant), or to the askers (cfg.ask): at once after a read
+ * (read), else every 16th call. */
+static void ib_cold_grant_out_at(struct ib_conn *ic, int read)
+{
+	struct ib_tl *tl = ic->tl;
+	struct ib_srq *s = tl->srq;
+
+	if (ic->broken)
+		return;
+	if (!s->cfg.ask) {
+		ib_srq_grant(s, &ic->srx);
+		ib_cold_tell(ic, 0);
+	} else if (ib_srq_free(s) && (read || !(++tl->grant_tick % 16))) {
+		ib_cold_hungry(tl);
+	}
+}
+
+static void ib_cold_grant_out(struct ib_conn *ic)
+{
+	ib_cold_grant_out_at(ic, 0);
+}
+
+/*
+ * The peer has sent enough on the shared path: a ring of its own, offered
+ * by a 16-byte write into its ctrl words (address, then key with the
+ * offer bit).  At RDMACH_IB_RINGS_MAX, or without memory, it stays on the
+ * shared path.
+ */
+static void ib_cold_offer(struct ib_conn *ic)
+{
+	struct ib_tl *tl = ic->tl;
+	uint64_t r = tl->ring_size, w[2];
+
+	ic->ring_offered = -1;		/* asked once */
+	if (tl->srq_st.rings >= tl->rings_max) {
+		tl->srq_st.at_cap++;
+		return;
+	}
+	if (posix_memalign((void **)&ic->ring_buf, 4096, r))
+		goto err;
+	memset(ic->ring_buf, 0, r);
+	ic->ring_mr = ibv_reg_mr(tl->dev.pd, ic->ring_buf, r,
+				 IBV_ACCESS_LOCAL_WRITE |
+				 IBV_ACCESS_REMOTE_WRITE);
+	if (!ic->ring_mr)
+		goto err;
+	w[0] = (uintptr_t)ic->ring_buf;
+	w[1] = ic->ring_mr->rkey | IB_RING_OFFER;
+	if (ib_post_ctrl_words(ic, offsetof(struct ib_ctrl, ring_addr), w, 2))
+		return;
+	ic->ring_offered = 1;
+	ic->ring_held = 1;
+	tl->srq_st.promotions++;
+	if (++tl->srq_st.rings > tl->srq_st.rings_max)
+		tl->srq_st.rings_max = tl->srq_st.rings;
+	return;
+err:
+	rdmach_debug("ib: rank %d: no ring (%s): stays on the shared path",
+		     ic->conn->peer, strerror(errno));
+	if (ic->ring_mr)
+		ibv_dereg_mr(ic->ring_mr);
+	ic->ring_mr = NULL;
+	free(ic->ring_buf);
+	ic->ring_buf = NULL;
+}
+
+/* The message at the head of the queue is read: its buffer goes back to
+ * the pool, and enough of them earn the peer a ring. */
+static void ib_cold_done(struct ib_conn *ic)
+{
+	struct ib_srq *s = ic->tl->srq;
+	uint32_t i = (uint32_t)ic->srx.head;
+
+	ib_srq_pop(s, &ic->srx);
+	if (ib_srq_repost(s, i))
+		rdmach_warn("ib: a shared receive not reposted");
+	ic->conn->stats.packets_received++;
+	if (!ic->ring_offered && ic->srx.popped >= ic->tl->ring_after)
+		ib_cold_offer(ic);
+	if (s->cfg.ask)
+		ib_cold_grant_out_at(ic, 1);
+}
+
+/* The peer's switch message: every shared-path message it sent is read;
+ * the ring follows.  0 or -EPROTO. */
+static int ib_cold_switch_in(struct ib_conn *ic, const uint8_t *p)
+{
+	struct ib_srq *s = ic->tl->srq;
+	uint64_t before;
+
+	memcpy(&before, p, sizeof(before));
+	if (ic->ring_offered != 1 || before != ic->srx.popped) {
+		ic->broken = 1;
+		return ib_fail(ic, -EPROTO, "protocol error: a switch to a "
+			       "ring not offered, or after a different count "
+			       "of shared-path messages");
+	}
+	ib_cold_done(ic);
+	/* what it was granted and will not use goes back to the pool */
+	s->outstanding -= ic->srx.granted - ic->srx.rcvd;
+	ic->srx.granted = ic->srx.rcvd;
+	ring_rx_init(&ic->rx, ic->ring_buf, ic->tl->ring_size);
+	ic->rx_cold = 0;
+	ic->tl->srq_st.switches++;
+	if (s->cfg.ask)
+		ib_cold_hungry(ic->tl);
+	return 0;
+}
+
+static ssize_t ib_get_ring(struct ib_conn *ic, const struct iovec *iov,
+			   int iovcnt, size_t total);
+
+/* get on a cold connection: the queued messages in order; the ring once
+ * the switch message is read. */
+static __attribute__((noinline)) ssize_t
+ib_get_cold(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
+	    size_t total)
+{
+	struct ib_tl *tl = ic->tl;
+	struct ib_srq *s = tl->srq;
+	struct rdmach_iovc c;
+	size_t done = 0;
+	int consumed;
+
+	if (ib_ep_poll(tl))
+		return -EIO;
+	if (__builtin_expect(ib_sp_unposted(&ic->sp) != 0, 0))
+		ib_sp_tx_progress(&ic->sp);
+	rdmach_iovc_init(&c, iov, iovcnt);
+	while (done < total && ic->srx.head >= 0) {
+		const uint8_t *p = ib_srq_buf(s, (uint32_t)ic->srx.head);
+		uint32_t plen = s->len[ic->srx.head] -
+				(uint32_t)sizeof(struct ib_srq_hdr);
+		struct ib_srq_hdr h;
+		struct ring_pkt pkt;
+		ssize_t k;
+
+		memcpy(&h, p, sizeof(h));
+		p += sizeof(h);
+		if (h.type == RDMACH_PKT_DATA) {
+			size_t n = rdmach_iovc_scatter(&c, p + ic->srx.off,
+						       plen - ic->srx.off);
+
+			done += n;
+			ic->srx.off += (uint32_t)n;
+			tl->srq_st.bytes_in += n;
+			if (ic->srx.off < plen)
+				break;
+			ib_cold_done(ic);
+			continue;
+		}
+		if (h.type == IB_SRQ_SWITCH) {
+			k = ib_cold_switch_in(ic, p);
+			if (k)
+				return done ? (ssize_t)done : k;
+			if (!done)
+				return ib_get_ring(ic, iov, iovcnt, total);
+			break;
+		}
+		memset(&pkt, 0, sizeof(pkt));
+		pkt.payload = p;
+		pkt.len = plen;
+		pkt.type = h.type;
+		k = ib_get_ctl(ic, &pkt, &c, total - done, done, &consumed);
+		if (k < 0)
+			return done ? (ssize_t)done : k;
+		done += (size_t)k;
+		if (!consumed)
+			break;
+		ib_cold_done(ic);
+	}
+	if (done) {
+		ib_activity(ic);
+		ib_credit_out(ic);
+		return (ssize_t)done;
+	}
+	return ib_get_idle(ic);
+}
+
+/* rdmach_peek on a cold connection: the rest of the data message at the
+ * head of the queue, where it lies in the pool. */
+static ssize_t ib_peek_cold(struct ib_conn *ic, const void **buf)
+{
+	struct ib_srq *s = ic->tl->srq;
+	struct ib_srq_hdr h;
+	const uint8_t *p;
+
+	if (ic->srx.head < 0)
+		ib_ep_poll(ic->tl);
+	if (ic->srx.head < 0) {
+		if ((ic->idle_gets + 1) % IB_IDLE_GETS == 0)
+			return -ENOMSG;
+		ic->idle_gets++;
+		return 0;
+	}
+	p = ib_srq_buf(s, (uint32_t)ic->srx.head);
+	memcpy(&h, p, sizeof(h));
+	if (h.type != RDMACH_PKT_DATA || ib_sp_unposted(&ic->sp))
+		return -ENOMSG;
+	*buf = p + sizeof(h) + ic->srx.off;
+	return (ssize_t)(s->len[ic->srx.head] - sizeof(h) - ic->srx.off);
+}
+
+static int ib_consume_cold(struct ib_conn *ic, size_t n)
+{
+	const void *buf;
+	ssize_t have = ib_peek_cold(ic, &buf);
+
+	if (have <= 0 || n > (size_t)have)
+		return -EINVAL;
+	ic->srx.off += (uint32_t)n;
+	ic->tl->srq_st.bytes_in += n;
+	if ((size_t)have == n)
+		ib_cold_done(ic);
+	ib_activity(ic);
+	ib_credit_out(ic);
 	return 0;
 }
 
@@ -864,6 +1561,9 @@ ib_get_ring(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	struct ring_pkt pkt;
 	size_t done = 0;
 	int r;
+
+	if (__builtin_expect(ic->rx_cold, 0))
+		return ib_get_cold(ic, iov, iovcnt, total);
 
 	if (__builtin_expect(ib_sp_unposted(&ic->sp) != 0, 0))
 		ib_sp_tx_progress(&ic->sp);
@@ -973,6 +1673,8 @@ ssize_t ib_ep_peek(struct rdmach_conn *conn, const void **buf)
 
 	if (tl->mode == RING_MODE_BASIC)
 		return -EOPNOTSUPP;
+	if (__builtin_expect(ic->rx_cold, 0))
+		return ib_peek_cold(ic, buf);
 	ib_poll_cq_when_due(tl);
 	if (!ring_rx_head_arrived(&ic->rx)) {
 		/* the get that follows counts this poll */
@@ -996,6 +1698,8 @@ int ib_ep_consume(struct rdmach_conn *conn, size_t n)
 	struct ib_conn *ic = conn->priv;
 	struct ring_pkt pkt;
 
+	if (ic->rx_cold && ic->tl->mode != RING_MODE_BASIC)
+		return ib_consume_cold(ic, n);
 	if (ic->tl->mode == RING_MODE_BASIC || !ib_peek_pkt(ic, &pkt) ||
 	    n > pkt.len - ic->rx.off)
 		return -EINVAL;
@@ -1073,8 +1777,27 @@ static void ib_sp_setup(struct ib_conn *ic)
 
 /* ---- set-up and tear-down ------------------------------------------------ */
 
+/* Send buffers of shared-path messages whose completion never came. */
+static void ib_cold_release(struct ib_conn *ic)
+{
+	struct ib_srq *s = ic->tl->srq;
+
+	for (; ic->sig_tail != ic->sig_head; ic->sig_tail++) {
+		struct ib_sig *g = &ic->sig[ic->sig_tail & ic->sig_mask];
+
+		if (g->kind == IB_WR_SEND && g->chunk != UINT64_MAX)
+			ib_srq_tx_put(s, (int32_t)g->chunk);
+	}
+	if (ic->rx_cold)
+		ib_srq_rx_release(s, &ic->srx);
+}
+
 void ib_ep_destroy(struct ib_conn *ic)
 {
+	if (ic->tl->srq && ic->sig)
+		ib_cold_release(ic);
+	if (ic->ring_held)
+		ic->tl->srq_st.rings--;
 	ib_zc_conn_release(&ic->zc);
 	ib_sp_conn_release(&ic->sp);
 	if (ic->loop_qp)
@@ -1085,32 +1808,51 @@ void ib_ep_destroy(struct ib_conn *ic)
 		ibv_dereg_mr(ic->mr);
 	if (ic->stage_mr)
 		ibv_dereg_mr(ic->stage_mr);
+	if (ic->ring_mr)
+		ibv_dereg_mr(ic->ring_mr);
+	free(ic->ring_buf);
+	free(ic->stage_buf);
 	free(ic->buf);
 	free(ic->sig);
 	free(ic);
 }
 
-struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
+/* A cold endpoint's memory: the ctrl page alone; no ring until promoted
+ * (ib_cold_offer), no staging until the peer offers its ring. */
+static int ib_ep_alloc_cold(struct ib_conn *ic)
 {
-	struct ib_conn *ic = calloc(1, sizeof(*ic));
-	uint64_t r = tl->ring_size;
-	unsigned int sigs = 1;
+	struct ib_tl *tl = ic->tl;
 
-	if (!ic)
-		return NULL;
-	ic->tl = tl;
-	ic->conn = &tl->base.ctx->conns[peer];
+	ic->buf_len = 4096;
+	if (posix_memalign((void **)&ic->buf, 4096, ic->buf_len))
+		return -ENOMEM;
+	memset(ic->buf, 0, ic->buf_len);
+	ic->ctrl = (struct ib_ctrl *)(void *)ic->buf;
+	ic->mr = ibv_reg_mr(tl->dev.pd, ic->buf, sizeof(struct ib_ctrl),
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!ic->mr)
+		return -errno;
+	ic->rx_cold = 1;
+	ib_srq_rx_init(&ic->srx);
+	ic->srx.grant0 = ib_srq_grant(tl->srq, &ic->srx);
+	ic->srx.told = ic->srx.grant0;
+	/* reads as an arrival for ever: the get goes to ib_get_cold */
+	ib_cold_ring[0] = ring_flag(1, RDMACH_PKT_PAD, 0);
+	ring_rx_init(&ic->rx, (uint8_t *)ib_cold_ring, sizeof(ib_cold_ring));
+	return 0;
+}
+
+/* Today's layout: [ ring | ctrl, to a page | staging ]. */
+static int ib_ep_alloc_ring(struct ib_conn *ic)
+{
+	struct ib_tl *tl = ic->tl;
+	uint64_t r = tl->ring_size;
+
 	ic->buf_len = IB_STAGE_OFF(r) + r;
 	if (posix_memalign((void **)&ic->buf, 4096, ic->buf_len))
-		goto err;
+		return -ENOMEM;
 	memset(ic->buf, 0, ic->buf_len);
 	ic->ctrl = (struct ib_ctrl *)(void *)(ic->buf + r);
-	while (sigs < tl->sq_depth)
-		sigs <<= 1;
-	ic->sig = calloc(sigs, sizeof(*ic->sig));
-	if (!ic->sig)
-		goto err;
-	ic->sig_mask = sigs - 1;
 	/* the peer writes ring and ctrl words, reads nothing; staging is
 	 * only a source of our own writes */
 	ic->mr = ibv_reg_mr(tl->dev.pd, ic->buf, r + sizeof(struct ib_ctrl),
@@ -1118,20 +1860,49 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 	if (ic->mr)
 		ic->stage_mr = ibv_reg_mr(tl->dev.pd, ic->buf +
 					  IB_STAGE_OFF(r), r, 0);
-	if (!ic->mr || !ic->stage_mr) {
+	if (!ic->mr || !ic->stage_mr)
+		return -errno;
+	ring_rx_init(&ic->rx, ic->buf, r);
+	ic->ring_held = 1;
+	if (++tl->srq_st.rings > tl->srq_st.rings_max)
+		tl->srq_st.rings_max = tl->srq_st.rings;
+	return 0;
+}
+
+struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
+{
+	struct ib_conn *ic = calloc(1, sizeof(*ic));
+	unsigned int sigs = 1;
+	struct ibv_srq *srq = tl->srq ? tl->srq->srq : NULL;
+	int ret;
+
+	if (!ic)
+		return NULL;
+	ic->tl = tl;
+	ic->conn = &tl->base.ctx->conns[peer];
+	while (sigs < tl->sq_depth)
+		sigs <<= 1;
+	ic->sig = calloc(sigs, sizeof(*ic->sig));
+	if (!ic->sig)
+		goto err;
+	ic->sig_mask = sigs - 1;
+	/* with the shared path (RDMACH_CONNECT=demand) a connection starts
+	 * cold */
+	ret = srq ? ib_ep_alloc_cold(ic) : ib_ep_alloc_ring(ic);
+	if (ret) {
 		rdmach_err("ib: registering %zu bytes for rank %d on %s "
 			   "failed: %s (ulimit -l?)", ic->buf_len, peer,
-			   tl->dev.name, strerror(errno));
+			   tl->dev.name, strerror(-ret));
 		goto err;
 	}
-	ic->qp = ib_qp_create(&tl->dev, tl->cq, tl->sq_depth,
+	ic->qp = ib_qp_create(&tl->dev, tl->cq, srq, tl->sq_depth,
 			      tl->inline_want, &tl->inline_max);
 	if (!ic->qp)
 		goto err;
 	if (peer == tl->base.ctx->rank) {
 		unsigned int dummy;
 
-		ic->loop_qp = ib_qp_create(&tl->dev, tl->cq, 1, 8, &dummy);
+		ic->loop_qp = ib_qp_create(&tl->dev, tl->cq, srq, 1, 8, &dummy);
 		if (!ic->loop_qp)
 			goto err;
 	}
@@ -1140,7 +1911,6 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 			IB_SQ_RESERVE, ib_poll_cb, tl);
 	ib_sp_setup(ic);
 	ic->psn = (uint32_t)(lrand48() ^ getpid() ^ peer) & 0xffffff;
-	ring_rx_init(&ic->rx, ic->buf, r);
 	return ic;
 err:
 	ib_ep_destroy(ic);
@@ -1157,7 +1927,9 @@ void ib_ep_local_addr(const struct ib_conn *ic, const struct ibv_qp *qp,
 	a->gid = tl->dev.gid;
 	a->qpn = qp->qp_num;
 	a->psn = ic->psn;
-	a->ring = (uintptr_t)ic->buf;
+	/* cold: no ring; the initial grant and our pool's buffer size */
+	a->ring = ic->rx_cold ? IB_ADDR_COLD | ic->srx.grant0 |
+		  (uint64_t)tl->srq_cfg.buf_size << 32 : (uintptr_t)ic->buf;
 	a->ctrl = (uintptr_t)ic->ctrl;
 	a->ring_size = tl->ring_size;
 	a->rkey = ic->mr->rkey;
@@ -1168,6 +1940,36 @@ void ib_ep_local_addr(const struct ib_conn *ic, const struct ibv_qp *qp,
 		 tl->dev.active_mtu;
 	a->mode = tl->mode + 1;
 	a->caps = IB_CAPS;
+}
+
+/* The peer is cold towards us: we send on its shared path, with the
+ * credits and message size its address names. */
+static int ib_ep_connect_cold(struct ib_conn *ic, const struct ib_addr *r)
+{
+	struct ib_tl *tl = ic->tl;
+	uint64_t g = r->ring & 0xffffffffu, bs = (r->ring >> 32) & 0x7fffffffu;
+
+	if (!tl->srq) {
+		rdmach_err("ib: rank %d uses the shared receive path "
+			   "(RDMACH_IB_SRQ_BUFS > 0 with RDMACH_CONNECT=demand), "
+			   "this rank does not: set the same everywhere",
+			   ic->conn->peer);
+		return -EINVAL;
+	}
+	if (!(r->caps & IB_CAP_SRQ) || g > IB_SRQ_GRANT_MAX ||
+	    bs <= sizeof(struct ib_srq_hdr) + 64) {
+		rdmach_err("ib: rank %d: bad shared-path address (grant %"
+			   PRIu64 ", buffer %" PRIu64 ")", ic->conn->peer, g,
+			   bs);
+		return -EPROTO;
+	}
+	ic->cold_max = bs < tl->srq_cfg.buf_size ? (uint32_t)bs :
+		       tl->srq_cfg.buf_size;
+	ic->tx_cold = 1;
+	ic->stx.grant = g;
+	ic->small_max = 0;
+	ic->sig_bytes = UINT64_MAX;
+	return 0;
 }
 
 int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
@@ -1188,13 +1990,29 @@ int ib_ep_connect(struct ib_conn *ic, const struct ib_addr *r)
 	ret = ib_qp_connect(&tl->dev, ic->qp, ic->psn, r, &tl->qpp);
 	if (ret)
 		return ret;
-	ic->r_ring = r->ring;
 	ic->r_ctrl = r->ctrl;
 	ic->rkey = r->rkey;
 	ic->peer_caps = r->caps;
-	ring_tx_init(&ic->tx, ic->buf + IB_STAGE_OFF(tl->ring_size),
-		     tl->ring_size);
+	if (r->ring & IB_ADDR_COLD)
+		return ib_ep_connect_cold(ic, r);
+	ic->r_ring = r->ring;
+	ic->ring_rkey = r->rkey;
+	if (ic->rx_cold) {
+		/* the peer gives a ring at once (its shared path is off):
+		 * our staging mirror of it apart from the ctrl page */
+		if (posix_memalign((void **)&ic->stage_buf, 4096,
+				   tl->ring_size))
+			return -ENOMEM;
+		memset(ic->stage_buf, 0, tl->ring_size);
+		ic->stage_mr = ibv_reg_mr(tl->dev.pd, ic->stage_buf,
+					  tl->ring_size, 0);
+		if (!ic->stage_mr)
+			return -errno;
+	}
+	ring_tx_init(&ic->tx, ic->stage_buf ? ic->stage_buf :
+		     ic->buf + IB_STAGE_OFF(tl->ring_size), tl->ring_size);
 	ic->tx.near = !!(r->caps & IB_CAP_NEAR);
+	ic->sig_bytes = ic->tx.size / 4;
 	ic->small_max = tl->mode == RING_MODE_BASIC ? 0 :
 			ring_max_payload(tl->mode, tl->chunk, tl->ring_size);
 	return 0;
@@ -1221,8 +2039,12 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 			    "read them)",
 			    (unsigned long long)ib_sp_unposted(&ic->sp),
 			    ic->conn->peer);
-	while (ic->sq_free < 1 && !ic->broken && rdmach_now_ns() < deadline_ns)
+	while (ic->sq_free < 2 && !ic->broken && rdmach_now_ns() < deadline_ns)
 		ib_ep_poll(ic->tl);
+	/* the count of our shared-path messages, before fin (in order) */
+	if (ic->stx.sent && ic->sq_free >= 2)
+		ib_post_ctrl(ic, offsetof(struct ib_ctrl, srq_fin),
+			     ic->stx.sent, IB_WR_DATA, 0);
 	if (ic->sq_free >= 1)
 		ib_post_ctrl(ic, offsetof(struct ib_ctrl, fin),
 			     ic->tx.head + 1, IB_WR_FIN, 1);

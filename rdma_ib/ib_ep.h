@@ -31,6 +31,7 @@
 #include "core/tl.h"
 #include "ib_dev.h"
 #include "ib_spipe.h"
+#include "ib_srq.h"
 #include "ib_tl.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
@@ -47,7 +48,16 @@ struct ib_ctrl {
 	uint64_t zc_ack;	/* last zero-copy put the peer has read */
 	struct ib_sp_ctrl sp;	/* its superpipeline's ack, landing area */
 	uint64_t out[2];	/* ours: source of our 16-byte ctrl writes */
+	/* the shared receive path (ib_srq.h); peers without IB_CAP_SRQ
+	 * never write these */
+	uint64_t srq_grant;	/* credits the peer granted us, in total */
+	uint64_t srq_fin;	/* shared-path messages it sent: before fin */
+	uint64_t ring_addr;	/* the ring it offers us (promotion) ... */
+	uint64_t ring_key;	/* ... its rkey | IB_RING_OFFER, written last */
+	uint64_t srq_ask;	/* the peer used up grant g and asks: g + 1 */
 };
+
+#define IB_RING_OFFER (1ull << 32)
 
 struct ib_sig {			/* a signalled WR in flight */
 	uint64_t head;		/* ring bytes written when it completes */
@@ -65,6 +75,21 @@ struct ib_conn {
 	size_t buf_len;
 	struct ibv_mr *mr;	/* ring and ctrl: the peer writes */
 	struct ibv_mr *stage_mr;	/* staging: local only */
+	/* a connection that started cold (ib_srq.h): buf is the ctrl page
+	 * alone; the ring and the staging mirror come apart, when promoted */
+	uint8_t *ring_buf, *stage_buf;
+	struct ibv_mr *ring_mr;
+	uint32_t ring_rkey;	/* the peer's ring (rkey: its ctrl words) */
+	int tx_cold;		/* we send on the peer's shared path */
+	int rx_cold;		/* the peer sends on ours */
+	int ring_offered;	/* 1: we offered a ring (ring_buf), no switch
+				 * yet; -1: asked once (offered or refused) */
+	int ring_held;		/* counted in srq_st.rings */
+	struct ib_srq_rx srx;
+	struct ib_srq_tx stx;
+	uint32_t cold_max;	/* bytes of a shared-path message to the peer,
+				 * header included: the smaller pool's */
+	uint64_t sig_bytes;	/* signal a write after this many bytes */
 	struct ib_ctrl *ctrl;
 	struct ring_tx tx;
 	struct ring_rx rx;

@@ -28,7 +28,9 @@
 enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_CREDIT, IB_K_SQ, IB_K_INLINE, IB_K_MTU, IB_K_TIMEOUT,
        IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
-       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_NUM };
+       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_SRQ_BUFS,
+       IB_K_SRQ_BUF_SIZE, IB_K_SRQ_CREDITS, IB_K_RING_AFTER, IB_K_RINGS_MAX,
+       IB_K_CQ_SIG, IB_K_NUM };
 
 static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 	[IB_K_DEVICE] = { "RDMACH_IB_DEVICE", RDMACH_KNOB_STRING, "", 0, 0,
@@ -78,6 +80,25 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 		1000, "test hook: the connection manager drops the first n "
 		"messages it receives (requests and replies; retransmission "
 		"makes up for them)" },
+	[IB_K_SRQ_BUFS] = { "RDMACH_IB_SRQ_BUFS", RDMACH_KNOB_UINT, "256", 0,
+		65536, "RDMACH_CONNECT=demand: receive buffers of the shared "
+		"receive queue that cold peers send into (0: no shared path, "
+		"every connection gets its ring at once)" },
+	[IB_K_SRQ_BUF_SIZE] = { "RDMACH_IB_SRQ_BUF_SIZE", RDMACH_KNOB_SIZE,
+		"8K", 256, 1u << 20, "bytes of each shared receive buffer "
+		"(one message of a cold peer, 16 of them its header)" },
+	[IB_K_SRQ_CREDITS] = { "RDMACH_IB_SRQ_CREDITS", RDMACH_KNOB_UINT,
+		"16", 1, 65536, "shared receive buffers a cold peer may hold "
+		"at once (its credits; fewer while the pool is short)" },
+	[IB_K_RING_AFTER] = { "RDMACH_IB_RING_AFTER", RDMACH_KNOB_UINT, "256",
+		0, 1u << 30, "messages a cold peer sends on the shared path "
+		"before it gets a ring (promotion)" },
+	[IB_K_RINGS_MAX] = { "RDMACH_IB_RINGS_MAX", RDMACH_KNOB_UINT, "64", 0,
+		1u << 20, "rings a process gives cold peers at most; beyond, "
+		"they stay on the shared path" },
+	[IB_K_CQ_SIG] = { "RDMACH_IB_CQ_SIGNALLED", RDMACH_KNOB_UINT, "1024",
+		64, 1u << 20, "signalled work requests in flight per process "
+		"at most (the completion queue is sized by it, not by peers)" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
@@ -152,6 +173,12 @@ static int ib_read_knobs(struct ib_tl *tl, unsigned int *port)
 	tl->zc_cfg.bounce = v[IB_K_ZC_BOUNCE];
 	tl->zc_cfg.yield = (int)v[IB_K_ZC_YIELD];
 	tl->cm_drop = (unsigned int)v[IB_K_CM_DROP];
+	tl->srq_cfg.bufs = (unsigned int)v[IB_K_SRQ_BUFS];
+	tl->srq_cfg.buf_size = (uint32_t)v[IB_K_SRQ_BUF_SIZE];
+	tl->srq_cfg.credits = (unsigned int)v[IB_K_SRQ_CREDITS];
+	tl->ring_after = v[IB_K_RING_AFTER];
+	tl->rings_max = (unsigned int)v[IB_K_RINGS_MAX];
+	tl->sig_max = (unsigned int)v[IB_K_CQ_SIG];
 	*port = (unsigned int)v[IB_K_PORT];
 	return 0;
 }
@@ -202,26 +229,61 @@ err_free:
 	return ret;
 }
 
-/* The CQ every QP shares (sized for the peers this rank may connect)
- * and the connection manager, whose record is this rank's one key. */
+/*
+ * The CQ every QP shares and the connection manager, whose record is
+ * this rank's one key.  The CQ holds what can complete at once: the
+ * signalled WRs in flight (capped: ib_ep.c waits for room beyond
+ * tl->sig_max), the zero-copy reads a get waits for, the shared receive
+ * buffers, the connection manager's entries, and a QP's worth of flushed
+ * ones; not a queue per peer.
+ */
 static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 {
 	struct ib_tl *tl = (struct ib_tl *)base;
-	int cqe;
+	uint64_t per_qp = (uint64_t)tl->sq_depth * ((uint64_t)npeers + 1);
+	uint64_t cqe;
+	int ret;
 
 	(void)peers;
 	if (!npeers)
 		return 0;
 	tl->cm_peers = (unsigned int)npeers;
-	cqe = (int)tl->sq_depth * (npeers + 1) + 16 + IB_CM_CQE;
-	if (tl->dev.max_cqe > 0 && cqe > tl->dev.max_cqe)
-		cqe = tl->dev.max_cqe;
-	tl->cq = ibv_create_cq(tl->dev.ctx, cqe, NULL, NULL, 0);
+	if (per_qp < tl->sig_max)
+		tl->sig_max = (unsigned int)per_qp;	/* never reached */
+	if (!base->ctx->demand)
+		tl->srq_cfg.bufs = 0;	/* every ring at connect: no pool */
+	cqe = tl->sig_max + (uint64_t)ib_dev_rd_atom(&tl->dev) +
+	      tl->srq_cfg.bufs + IB_CM_CQE + 2ull * tl->sq_depth + 16;
+	if (tl->dev.max_cqe > 0 && cqe > (uint64_t)tl->dev.max_cqe) {
+		rdmach_warn("ib: a CQ of %" PRIu64 " entries wanted, %s has "
+			    "%d at most: RDMACH_IB_CQ_SIGNALLED, "
+			    "RDMACH_IB_SRQ_BUFS", cqe, tl->dev.name,
+			    tl->dev.max_cqe);
+		cqe = (uint64_t)tl->dev.max_cqe;
+	}
+	tl->cq = ibv_create_cq(tl->dev.ctx, (int)cqe, NULL, NULL, 0);
 	if (!tl->cq) {
-		rdmach_err("ib: ibv_create_cq(%d) on %s failed: %s", cqe,
-			   tl->dev.name, strerror(errno));
+		rdmach_err("ib: ibv_create_cq(%" PRIu64 ") on %s failed: %s",
+			   cqe, tl->dev.name, strerror(errno));
 		return -ENOMEM;
 	}
+	if (tl->srq_cfg.bufs) {
+		/* every peer's full grant fits the pool (no peer can starve
+		 * another), else credits go one at a time to those asking */
+		uint64_t share = tl->srq_cfg.bufs / ((uint64_t)npeers + 1);
+
+		tl->srq_cfg.ask = !share;
+		if (share && share < tl->srq_cfg.credits)
+			tl->srq_cfg.credits = (unsigned int)share;
+		ret = ib_srq_open(&tl->srq, &tl->dev, tl->cq, &tl->srq_cfg);
+		if (ret)
+			return ret;
+	}
+	rdmach_debug("ib: CQ of %" PRIu64 " entries, %u signalled WRs in "
+		     "flight at most, shared receive pool %u x %u, %u credits "
+		     "a peer%s", cqe, tl->sig_max, tl->srq_cfg.bufs,
+		     tl->srq_cfg.buf_size, tl->srq_cfg.credits,
+		     tl->srq_cfg.ask ? " (asked for)" : "");
 	return ib_cm_open(tl);
 }
 
@@ -277,6 +339,7 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 		tl->conns[i] = NULL;
 	}
 	ib_cm_close(tl);
+	ib_srq_close(tl->srq);
 	if (tl->cq)
 		ibv_destroy_cq(tl->cq);
 	ib_large_close(&tl->large);
@@ -287,7 +350,42 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	return ret;
 }
 
+/* ---- counters ------------------------------------------------------------- */
+
+static void ib_print_stats(struct rdmach_tl *base, FILE *out)
+{
+	const struct ib_tl *tl = (const struct ib_tl *)base;
+	const struct ib_srq_stats *st = &tl->srq_st;
+
+	fprintf(out, "# ib shared path: %" PRIu64 " messages out (%" PRIu64
+		" bytes), %" PRIu64 " in (%" PRIu64 " bytes), %" PRIu64
+		" credits exhausted, %" PRIu64 " credit writes; rings: %"
+		PRIu64 " held (%" PRIu64 " at most), %" PRIu64
+		" promotions, %" PRIu64 " switched, %" PRIu64 " refused at "
+		"RDMACH_IB_RINGS_MAX=%u; pool %u x %u\n", st->msgs_out,
+		st->bytes_out, st->msgs_in, st->bytes_in, st->no_credit,
+		st->grants_sent, st->rings, st->rings_max, st->promotions,
+		st->switches, st->at_cap, tl->rings_max,
+		tl->srq ? tl->srq_cfg.bufs : 0, tl->srq_cfg.buf_size);
+}
+
 /* ---- rdmach_info --tune ------------------------------------------------------ */
+
+int ib_mem_report(FILE *out, int demand)
+{
+	struct ib_tl *tl = calloc(1, sizeof(*tl));
+	unsigned int port;
+	int ret;
+
+	if (!tl)
+		return -ENOMEM;
+	ret = ib_read_knobs(tl, &port);
+	if (!ret)
+		ib_srq_mem_report(out, &tl->srq_cfg, tl->ring_size,
+				  tl->rings_max, demand);
+	free(tl);
+	return ret;
+}
 
 int ib_tune_report(FILE *out)
 {
@@ -336,6 +434,7 @@ static const struct rdmach_tl_ops ib_ops = {
 	.peek = ib_ep_peek,
 	.consume = ib_ep_consume,
 	.progress = ib_progress,
+	.print_stats = ib_print_stats,
 	.close = ib_close,
 };
 RDMACH_TL_REGISTER(ib_ops);

@@ -17,6 +17,7 @@
 #include "core/tl.h"
 #include "ib_dev.h"
 #include "ib_large.h"
+#include "ib_srq.h"
 #include "ib_zcopy.h"
 #include "proto/ring.h"
 
@@ -46,6 +47,16 @@ struct ib_tl {
 	void (*cm_wc)(struct ib_tl *tl, const struct ibv_wc *wc);
 	unsigned int cm_drop;	/* test hook: connection messages to drop */
 	unsigned int cm_peers;	/* peers it may connect (CQ sizing) */
+	unsigned int sig_max;	/* signalled WRs in flight at most (CQ) */
+	/* the shared receive path (ib_srq.h): NULL when off; new demand
+	 * connections start cold on it */
+	struct ib_srq *srq;
+	struct ib_srq_cfg srq_cfg;
+	uint64_t ring_after;	/* shared-path messages that earn a ring */
+	unsigned int rings_max;	/* receive rings offered, at most */
+	unsigned int grant_next;	/* round robin of credits asked for */
+	unsigned int grant_tick;
+	struct ib_srq_stats srq_st;
 };
 
 #endif /* RDMACH_IB_TL_H */

@@ -112,8 +112,8 @@ static int ib_tune_lb_open(struct ib_dev *dev, uint8_t *buf, size_t len,
 			    IBV_ACCESS_REMOTE_WRITE);
 	if (!lb->cq || !lb->mr)
 		return -ENOMEM;
-	lb->a = ib_qp_create(dev, lb->cq, 2 * IB_TUNE_GAP_WRS, 64, &inl);
-	lb->b = ib_qp_create(dev, lb->cq, 1, 8, &inl);
+	lb->a = ib_qp_create(dev, lb->cq, NULL, 2 * IB_TUNE_GAP_WRS, 64, &inl);
+	lb->b = ib_qp_create(dev, lb->cq, NULL, 1, 8, &inl);
 	if (!lb->a || !lb->b)
 		return -EIO;
 	memset(&aa, 0, sizeof(aa));

@@ -51,5 +51,8 @@ void ib_tune_run(struct ib_dev *dev, const char *mode, struct ib_tune *t);
  * measured figures, the derived settings and the model's predictions.
  * 0, or a negative errno (no device). */
 int ib_tune_report(FILE *out);
+/* rdmach_info: registered memory per process against peers and rings
+ * with the current knobs (ib_iface.c). */
+int ib_mem_report(FILE *out, int demand);
 
 #endif /* RDMACH_IB_TUNE_H */

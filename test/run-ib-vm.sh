@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run-ib-vm.sh - the rdma_ib test suite: the conformance, fault and API
 # suites with RDMACH_TRANSPORT=ib (and again with RDMACH_CONNECT=demand),
-# test_connect (connections on demand), plus the test_ib_* tests (test_ib_zcopy: zero-copy
+# test_connect (connections on demand), test_ib_srq and the conformance
+# suite on a tiny shared receive pool and across promotion (the shared
+# receive path of cold peers), plus the test_ib_* tests (test_ib_zcopy: zero-copy
 # and the registration cache; test_ib_spipe: the superpipeline and the
 # per-message choice; the conformance suite again under each RDMACH_LARGE
 # protocol: zero-copy from 1 KiB and 4 KiB, the superpipeline from 1 KiB
@@ -47,6 +49,9 @@ inner() {
 	conformance (ib)|RDMACH_TRANSPORT=ib|test_conformance
 	conformance (ib, connections on demand)|RDMACH_TRANSPORT=ib RDMACH_CONNECT=demand|test_conformance
 	connections on demand|RDMACH_TRANSPORT=ib|test_connect
+	shared receive path|RDMACH_TRANSPORT=ib|test_ib_srq
+	conformance (ib, demand, shared pool of 4 x 256 B)|RDMACH_TRANSPORT=ib RDMACH_CONNECT=demand RDMACH_IB_SRQ_BUFS=4 RDMACH_IB_SRQ_CREDITS=2 RDMACH_IB_SRQ_BUF_SIZE=256|test_conformance
+	conformance (ib, demand, rings after 3 messages, at most 2)|RDMACH_TRANSPORT=ib RDMACH_CONNECT=demand RDMACH_IB_RING_AFTER=3 RDMACH_IB_RINGS_MAX=2|test_conformance
 	faults (ib)|RDMACH_TRANSPORT=ib|test_faults
 	faults (ib, connections on demand)|RDMACH_TRANSPORT=ib RDMACH_CONNECT=demand|test_faults
 	api (ib)|RDMACH_TRANSPORT=ib|test_api

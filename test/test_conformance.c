@@ -110,17 +110,35 @@ static int conf_put_ring(struct tst *t, rdmach_conn_t *c, int peer,
  * same (a stream's length is computed at both ends), which the size of
  * some connection of its own is not when shm and ib mix (ranks on several
  * hosts): the smaller of the rings RDMACH_TRANSPORT allows. */
+/* What an ib pipe holds unread: its ring, or on the shared path of a
+ * cold connection (RDMACH_CONNECT=demand, rdma_ib/README.md) the
+ * receive buffers its credits cover. */
+static uint64_t conf_ib_pipe(uint64_t ring, int np)
+{
+	const char *c = getenv("RDMACH_CONNECT");
+	uint64_t bufs = tst_knob("RDMACH_IB_SRQ_BUFS");
+	uint64_t size = tst_knob("RDMACH_IB_SRQ_BUF_SIZE");
+	uint64_t cred = tst_knob("RDMACH_IB_SRQ_CREDITS");
+	uint64_t share, held;
+
+	if (!c || strcmp(c, "demand") || !bufs || size <= 16)
+		return ring;
+	/* each of np peers (self included) gets its share of the pool */
+	share = bufs / (uint64_t)(np > 0 ? np : 1);
+	held = (cred < share ? cred : share ? share : 1) * (size - 16);
+	return held < ring ? held : ring;
+}
+
 static uint64_t conf_ring(struct tst *t)
 {
 	const char *tl = getenv("RDMACH_TRANSPORT");
 	uint64_t shm = tst_knob("RDMACH_SHM_RING_SIZE");
 	uint64_t ib = tst_knob("RDMACH_IB_RING_SIZE");
 
-	(void)t;
 	if (!shm)
 		shm = 65536;
 	if (tl && !strcmp(tl, "ib"))
-		return ib ? ib : 65536;
+		return conf_ib_pipe(ib ? ib : 65536, t->np);
 	if ((tl && !strcmp(tl, "shm")) || !ib)
 		return shm;
 	return shm < ib ? shm : ib;

@@ -34,6 +34,18 @@ static int info_tune(void)
 #endif
 }
 
+/* Registered memory per process against peers and rings, as the knobs
+ * set now (RDMACH_CONNECT, RDMACH_IB_*): rdma_ib/README.md's model. */
+static void info_memory(void)
+{
+#ifdef RDMACH_HAVE_IB
+	const struct rdmach_knob *k = rdmach_knob_find("RDMACH_CONNECT");
+	const char *c = k ? rdmach_knob_str(k) : "all";
+
+	ib_mem_report(stdout, c && !strcmp(c, "demand"));
+#endif
+}
+
 #ifndef RDMACH_VERSION
 #define RDMACH_VERSION "unknown"
 #endif
@@ -349,7 +361,9 @@ int main(int argc, char *argv[])
 		info_version();
 	if (transports)
 		info_transports();
-	if (config)
+	if (config) {
 		rdmach_knob_print_all(stdout);
+		info_memory();
+	}
 	return tune ? info_tune() : 0;
 }

@@ -1,0 +1,157 @@
+/*
+ * ib_srq.h - rdma_ib's shared receive path for cold peers (rdma_ib
+ * private, prefix ib_srq_): one shared receive queue per process, one
+ * registered pool of receive buffers behind it and a small pool of send
+ * buffers; the credit accounting that keeps the receive pool covering
+ * every credit granted; the per-connection queue of received buffers not
+ * read yet.  The endpoints (ib_ep.c) run the protocol over it: a cold
+ * connection has no ring; its puts are SENDs into the peer's pool, each
+ * spending a credit the peer granted, until the peer offers a ring
+ * (promotion).  README.md, "The shared receive path".
+ *
+ * Below the endpoints, beside zero-copy: it uses only ib_dev.
+ */
+#ifndef RDMACH_IB_SRQ_H
+#define RDMACH_IB_SRQ_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <infiniband/verbs.h>
+
+#include "ib_dev.h"
+
+/* wr_id of a shared receive: this bit | buffer index */
+#define IB_SRQ_WRID (1ull << 60)
+
+/* A cold endpoint's address carries this bit in its ring field, with the
+ * initial grant (credits) in the low 32 bits instead of a ring address
+ * (user-space addresses never have bit 63 set). */
+#define IB_ADDR_COLD (1ull << 63)
+/* No peer may hold more credits from us than this, whatever it claims. */
+#define IB_SRQ_GRANT_MAX 65536u
+
+/* Message types on the shared path: the ring's packet types
+ * (RDMACH_PKT_DATA, _RNDV, _SPIPE; proto/pkt.h), and the switch to the
+ * ring (payload: u64, shared-path messages sent before it). */
+#define IB_SRQ_SWITCH 0x40u
+
+/* Every shared-path message starts with this header (wire format). */
+struct ib_srq_hdr {
+	uint32_t src;		/* sender's rank */
+	uint16_t type;
+	uint16_t pad;
+	uint64_t grant;		/* credits the sender grants us on its own
+				 * shared path, in total (0: none yet) */
+};
+
+_Static_assert(sizeof(struct ib_srq_hdr) == 16, "ib_srq_hdr is wire format");
+
+struct ib_srq_cfg {
+	unsigned int bufs;	/* receive buffers (0: no shared path) */
+	uint32_t buf_size;	/* bytes each, header included */
+	unsigned int credits;	/* a peer's grant, at most */
+	int ask;		/* the pool is smaller than the peers: credits
+				 * one at a time, to peers that ask */
+};
+
+/* Process-wide counters (rdmach_print_stats). */
+struct ib_srq_stats {
+	uint64_t msgs_out, msgs_in;	/* shared-path messages */
+	uint64_t bytes_out, bytes_in;	/* their stream bytes */
+	uint64_t no_credit;	/* puts cut short: no credit (or send buffer) */
+	uint64_t grants_sent;	/* explicit credit writes */
+	uint64_t promotions;	/* rings offered to peers */
+	uint64_t at_cap;	/* promotions refused: RDMACH_IB_RINGS_MAX */
+	uint64_t switches;	/* peers that moved onto the ring we offered */
+	uint64_t rings, rings_max;	/* receive rings held, most at once */
+};
+
+struct ib_srq {
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	uint8_t *buf;		/* bufs receive buffers, then txbufs */
+	size_t buf_len;
+	struct ib_srq_cfg cfg;
+	uint32_t *len;		/* [bufs] bytes received */
+	int32_t *next;		/* [bufs] a connection's queue */
+	unsigned int posted;	/* receive buffers in the SRQ */
+	uint64_t outstanding;	/* credits granted and not used, all peers */
+	unsigned int txbufs;
+	int32_t *tx_free;	/* stack of free send buffers */
+	unsigned int tx_nfree;
+};
+
+/* A connection's receive side of the shared path. */
+struct ib_srq_rx {
+	int32_t head, tail;	/* received buffers not read, or -1 */
+	uint32_t off;		/* bytes of head's payload read */
+	uint64_t granted;	/* credits granted to the peer, in total */
+	uint64_t told;		/* of which the peer has been told */
+	uint64_t rcvd;		/* messages received (credits used) */
+	uint64_t popped;	/* messages read whole */
+	uint64_t grant0;	/* the grant in our address */
+};
+
+/* Credits and buffers a peer may hold at once when they go by asking. */
+#define IB_SRQ_ASK_HOLD 2
+
+/* Its send side. */
+struct ib_srq_tx {
+	uint64_t grant;		/* highest grant the peer sent us */
+	uint64_t sent;		/* messages sent */
+	uint64_t asked;		/* the grant we asked beyond, + 1 */
+};
+
+/* Create the pool (cfg->bufs > 0) on dev with receives completing on cq:
+ * registered, every buffer posted.  0 or a negative errno (logged). */
+int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev, struct ibv_cq *cq,
+		const struct ib_srq_cfg *cfg);
+void ib_srq_close(struct ib_srq *s);
+
+static inline uint8_t *ib_srq_buf(const struct ib_srq *s, uint32_t i)
+{
+	return s->buf + (size_t)i * s->cfg.buf_size;
+}
+
+/* Payload bytes one message carries. */
+static inline uint32_t ib_srq_payload_max(const struct ib_srq *s)
+{
+	return s->cfg.buf_size - (uint32_t)sizeof(struct ib_srq_hdr);
+}
+
+/* Receive buffer i back into the SRQ.  0 or -EIO. */
+int ib_srq_repost(struct ib_srq *s, uint32_t i);
+
+/* Credits that can be granted now without the pool falling short. */
+static inline uint64_t ib_srq_free(const struct ib_srq *s)
+{
+	return s->posted > s->outstanding ? s->posted - s->outstanding : 0;
+}
+
+/* Up to cfg.credits more credits for rx (fewer if the pool is short):
+ * the number granted. */
+uint64_t ib_srq_grant(struct ib_srq *s, struct ib_srq_rx *rx);
+/* The connection goes away: its credits and queued buffers return. */
+void ib_srq_rx_release(struct ib_srq *s, struct ib_srq_rx *rx);
+void ib_srq_rx_init(struct ib_srq_rx *rx);
+
+/* A received buffer into rx's queue; the next one out of it. */
+void ib_srq_push(struct ib_srq *s, struct ib_srq_rx *rx, uint32_t i,
+		 uint32_t len);
+void ib_srq_pop(struct ib_srq *s, struct ib_srq_rx *rx);
+
+/* A send buffer (index into the tx part), or -1 when none is free. */
+int32_t ib_srq_tx_get(struct ib_srq *s);
+void ib_srq_tx_put(struct ib_srq *s, int32_t t);
+static inline uint8_t *ib_srq_tx_buf(const struct ib_srq *s, int32_t t)
+{
+	return ib_srq_buf(s, s->cfg.bufs + (uint32_t)t);
+}
+
+/* Registered bytes per process for npeers connected peers of which
+ * nrings hold a ring, with these settings (rdmach_info). */
+void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
+		       uint64_t ring_size, unsigned int rings_max,
+		       int demand);
+
+#endif /* RDMACH_IB_SRQ_H */

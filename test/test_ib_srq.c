@@ -1,0 +1,274 @@
+/*
+ * test_ib_srq.c - rdma_ib's shared receive path for cold peers
+ * (RDMACH_CONNECT=demand, rdma_ib/README.md "The shared receive path"):
+ * byte-exact streams over a pool forced tiny (credits run out, puts
+ * return 0 and go on), promotion to a ring in the middle of streams both
+ * ways at once, a cap of 2 rings with 8 active peers, large messages
+ * (zero-copy, superpipeline) from a cold peer; the counters of
+ * rdmach_print_stats say which path carried what, and the adapter's RNR
+ * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
+ * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/tst.h"
+
+/* The ib line of rdmach_print_stats (rdma_ib/ib_iface.c). */
+struct srq_st {
+	uint64_t out, out_b, in, in_b, no_credit, grants;
+	uint64_t rings, rings_max, promotions, switches, at_cap;
+};
+
+static int srq_stats(struct tst *t, struct srq_st *st)
+{
+	char *buf = NULL, *p;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int n = 0;
+
+	if (!f)
+		return tst_fail(t, "open_memstream");
+	rdmach_print_stats(t->ctx, f);
+	fclose(f);
+	memset(st, 0, sizeof(*st));
+	p = buf ? strstr(buf, "# ib shared path: ") : NULL;
+	if (p)
+		n = sscanf(p, "# ib shared path: %" SCNu64 " messages out (%"
+			   SCNu64 " bytes), %" SCNu64 " in (%" SCNu64
+			   " bytes), %" SCNu64 " credits exhausted, %" SCNu64
+			   " credit writes; rings: %" SCNu64 " held (%" SCNu64
+			   " at most), %" SCNu64 " promotions, %" SCNu64
+			   " switched, %" SCNu64, &st->out, &st->out_b,
+			   &st->in, &st->in_b, &st->no_credit, &st->grants,
+			   &st->rings, &st->rings_max, &st->promotions,
+			   &st->switches, &st->at_cap);
+	free(buf);
+	if (n != 11)
+		return tst_fail(t, "no ib shared-path counters (%d fields)", n);
+	tst_log(t, "shared: out %" PRIu64 " in %" PRIu64 " no_credit %"
+		PRIu64 " rings %" PRIu64 " promotions %" PRIu64 " switches %"
+		PRIu64 " at_cap %" PRIu64, st->out, st->in, st->no_credit,
+		st->rings, st->promotions, st->switches, st->at_cap);
+	return 0;
+}
+
+/* rxe's RNR counters, summed over the devices: 0 unless a SEND met an
+ * empty receive queue.  -1: the kernel shows none. */
+static int64_t srq_rnr(void)
+{
+	static const char *const pat[] = {
+		"/sys/class/infiniband/*/ports/*/hw_counters/rcvd_rnr_err",
+		"/sys/class/infiniband/*/ports/*/hw_counters/send_rnr_err",
+	};
+	int64_t sum = -1;
+	unsigned int i;
+	size_t j;
+
+	for (i = 0; i < 2; i++) {
+		glob_t g;
+
+		if (glob(pat[i], 0, NULL, &g))
+			continue;
+		for (j = 0; j < g.gl_pathc; j++) {
+			FILE *f = fopen(g.gl_pathv[j], "r");
+			long long v = 0;
+
+			if (f && fscanf(f, "%lld", &v) == 1)
+				sum = (sum < 0 ? 0 : sum) + v;
+			if (f)
+				fclose(f);
+		}
+		globfree(&g);
+	}
+	return sum;
+}
+
+static int srq_check_rnr(struct tst *t)
+{
+	int64_t rnr = srq_rnr();
+
+	if (rnr > 0)
+		return tst_fail(t, "the adapter counted %" PRId64 " RNR "
+				"events", rnr);
+	return 0;
+}
+
+/* Knobs (name, value, ..., NULL), demand connections, context up. */
+static int srq_connect(struct tst *t, const char *const *env)
+{
+	const char *tr = getenv("RDMACH_TRANSPORT");
+	int err;
+
+	if (!tr || strcmp(tr, "ib"))
+		return tst_skip(t, "RDMACH_TRANSPORT=ib only");
+	setenv("RDMACH_CONNECT", "demand", 1);
+	for (; env[0]; env += 2)
+		setenv(env[0], env[1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	return 0;
+}
+
+/* Streams to and from every other rank of the group, all at once. */
+static int srq_all_pairs(struct tst *t, uint64_t total,
+			 const struct tst_shape *put_sh,
+			 const struct tst_shape *get_sh)
+{
+	struct tst_stream s[2 * 8];
+	int n = 0, p, ret;
+
+	for (p = 0; p < t->np && n + 2 <= 16; p++) {
+		rdmach_conn_t *c;
+
+		if (p == t->rank)
+			continue;
+		c = tst_conn(t, p);
+		if (!c)
+			return -1;
+		tst_stream_init(&s[n++], c, p, 1,
+				tst_stream_seed(t, t->rank, p), total, put_sh);
+		tst_stream_init(&s[n++], c, p, 0,
+				tst_stream_seed(t, p, t->rank), total, get_sh);
+	}
+	ret = tst_run(t, s, n);
+	while (n--)
+		tst_stream_free(&s[n]);
+	return ret;
+}
+
+/* A pool of 4 buffers of 256 bytes, 2 credits a peer: every put runs
+ * out of credits many times; nothing may be lost, duplicated or RNR'd. */
+static int srq_tiny_pool(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_IB_SRQ_BUFS", "4", "RDMACH_IB_SRQ_BUF_SIZE", "256",
+		"RDMACH_IB_SRQ_CREDITS", "2", "RDMACH_IB_RING_AFTER",
+		"1000000000", NULL };
+	struct tst_shape sh = { .min_call = 1, .max_call = 3000,
+				.min_pieces = 1, .max_pieces = 4 };
+	struct srq_st st;
+	int ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	ret = srq_all_pairs(t, tst_scaled(4u << 20, 256 << 10), &sh, &sh);
+	if (ret)
+		return ret;
+	TST_CHECK0(t, srq_stats(t, &st));
+	TST_CHECK(t, st.out > 0 && st.in > 0 && st.no_credit > 0 &&
+		  st.rings == 0 && st.promotions == 0, "shared path: out %"
+		  PRIu64 " in %" PRIu64 " credits exhausted %" PRIu64
+		  " rings %" PRIu64, st.out, st.in, st.no_credit, st.rings);
+	return srq_check_rnr(t);
+}
+
+/* Both ways at once with small messages: the ring comes after 50, in the
+ * middle of both streams; the bytes before, during and after the switch
+ * arrive in order. */
+static int srq_promote_duplex(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_IB_RING_AFTER", "50", "RDMACH_IB_SRQ_CREDITS", "4",
+		NULL };
+	struct tst_shape sh = { .min_call = 1, .max_call = 700,
+				.min_pieces = 1, .max_pieces = 3 };
+	struct srq_st st;
+	int ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	ret = srq_all_pairs(t, tst_scaled(2u << 20, 256 << 10), &sh, &sh);
+	if (ret)
+		return ret;
+	TST_CHECK0(t, srq_stats(t, &st));
+	TST_CHECK(t, st.promotions == 1 && st.switches == 1 && st.rings == 1 &&
+		  st.in >= 50, "promotions %" PRIu64 " switches %" PRIu64
+		  " rings %" PRIu64 " shared in %" PRIu64, st.promotions,
+		  st.switches, st.rings, st.in);
+	return srq_check_rnr(t);
+}
+
+/* 8 ranks, every pair busy both ways, at most 2 rings per process: two
+ * peers promoted, the other five stay on the shared path (and keep
+ * working), byte-checked. */
+static int srq_cap_churn(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_IB_RING_AFTER", "20", "RDMACH_IB_RINGS_MAX", "2",
+		"RDMACH_IB_SRQ_BUFS", "64", NULL };
+	struct tst_shape sh = { .min_call = 1, .max_call = 2000,
+				.min_pieces = 1, .max_pieces = 2 };
+	struct srq_st st;
+	int ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	ret = srq_all_pairs(t, tst_scaled(512u << 10, 64 << 10), &sh, &sh);
+	if (ret)
+		return ret;
+	TST_CHECK0(t, srq_stats(t, &st));
+	TST_CHECK(t, st.rings == 2 && st.rings_max == 2 && st.at_cap == 5 &&
+		  st.switches == 2, "rings %" PRIu64 " (most %" PRIu64
+		  ") refused %" PRIu64 " switches %" PRIu64, st.rings,
+		  st.rings_max, st.at_cap, st.switches);
+	return srq_check_rnr(t);
+}
+
+/* Large puts from a cold peer, one protocol forced per case (arg): their
+ * control messages go on the shared path, the data by RDMA read or
+ * through the landing buffers; no ring is made. */
+static int srq_large(struct tst *t)
+{
+	const char *large = t->c->arg;
+	const char *const env[] = {
+		"RDMACH_LARGE", large, "RDMACH_SPIPE_THRESHOLD", "16K",
+		"RDMACH_ZCOPY_THRESHOLD", "16K", "RDMACH_IB_RING_AFTER",
+		"1000000000", NULL };
+	size_t sizes[] = { 300, 64 << 10, 17, 300 << 10, 1 << 20, 5 };
+	size_t gets[] = { 100000, 7, 64 << 10, 1 << 20 };
+	struct tst_shape put_sh = { .sizes = sizes, .nsizes = 6 };
+	struct tst_shape get_sh = { .sizes = gets, .nsizes = 4 };
+	rdmach_stats_t cs;
+	struct srq_st st;
+	int ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	ret = srq_all_pairs(t, tst_scaled(16u << 20, 4u << 20), &put_sh,
+			    &get_sh);
+	if (ret)
+		return ret;
+	TST_CHECK0(t, srq_stats(t, &st));
+	TST_CHECK0(t, rdmach_ctx_stats(t->ctx, &cs));
+	TST_CHECK(t, st.rings == 0 && st.out > 0, "rings %" PRIu64
+		  " shared out %" PRIu64, st.rings, st.out);
+	if (!strcmp(large, "zcopy"))
+		TST_CHECK(t, cs.zcopy_msgs > 0, "no zero-copy message");
+	else
+		TST_CHECK(t, cs.spipe_msgs > 0, "no superpipeline message");
+	return srq_check_rnr(t);
+}
+
+static const struct tst_case srq_cases[] = {
+	{ "srq_tiny_pool", 2, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
+	{ "srq_tiny_pool_4", 4, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
+	{ "srq_promote_duplex", 2, srq_promote_duplex, TST_NO_CTX, NULL,
+	  { 0 } },
+	{ "srq_cap_churn", 8, srq_cap_churn, TST_NO_CTX, NULL, { 0 } },
+	{ "srq_large_zcopy", 2, srq_large, TST_NO_CTX, "zcopy", { 0 } },
+	{ "srq_large_spipe", 2, srq_large, TST_NO_CTX, "superpipeline",
+	  { 0 } },
+};
+
+int main(int argc, char **argv)
+{
+	return tst_main(argc, argv, srq_cases,
+			(int)(sizeof(srq_cases) / sizeof(srq_cases[0])));
+}
