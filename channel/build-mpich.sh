@@ -158,8 +158,9 @@ step_build() {
 }
 
 # MPICH's ABI (libmpi.so.12 from 3.1 to 5.0): a program built with
-# Debian's MPICH links libmpich.so.12, the same library under another
-# name, so that name makes this install its drop-in
+# Debian's MPICH links libmpich.so.12 (Fortran: libmpichfort.so.12, C++:
+# libmpichcxx.so.12), the same libraries under other names, so those
+# names make this install its drop-in
 # (LD_LIBRARY_PATH=$prefix/lib).  Another soname (a git tree's
 # libmpi_so_version 0:0:0 gives libmpi.so.0) loads for neither: said so.
 abi_names() {
@@ -173,6 +174,9 @@ abi_names() {
 		return 0
 	fi
 	ln -sf libmpi.so.12 "$lib/libmpich.so.12"
+	# and Debian's names of the Fortran and C++ bindings, when built
+	[ ! -e "$lib/libmpifort.so.12" ] || ln -sf libmpifort.so.12 "$lib/libmpichfort.so.12"
+	[ ! -e "$lib/libmpicxx.so.12" ] || ln -sf libmpicxx.so.12 "$lib/libmpichcxx.so.12"
 }
 
 step_install() {

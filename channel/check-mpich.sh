@@ -1,8 +1,10 @@
 #!/bin/bash
 # check-mpich.sh - build ch3:rdma from one MPICH release and check it: the
 # MPI programs (test-mpich.sh progs) at 4 processes, the CI subset of
-# MPICH's test suite (its own counts, up to 8) and that release's
-# test/mpi/rma directory at 4.
+# MPICH's test suite (its own counts, up to 8), that release's
+# test/mpi/rma directory at 4, the MPI scripts beside a PATH whose bare
+# mpiexec/mpicc are another MPI's (test-coexist.sh) and Debian's programs
+# on this MPICH (test-mpich.sh dropin).
 #
 #   channel/check-mpich.sh VERSION     4.0.2: Debian's source package
 #                                      (apt-get source mpich); others:
@@ -12,7 +14,7 @@
 # Environment:
 #   MPICH_TARBALLS=dir   where mpich-VERSION.tar.gz are (/work/shared/mpich)
 #   CONFIGURE_EXTRA=...  (--disable-fortran --disable-cxx --disable-romio)
-#   CHECKS="progs ci rma"  which checks; NP=4 processes; JOBS=2
+#   CHECKS="progs ci rma coexist dropin"  which checks; NP=4 processes; JOBS=2
 # The source, build tree and results go to build/mpich-VERSION, the install
 # to build/mpich-VERSION-install (built once; a rerun rebuilds only what
 # changed); wall times of each step to build/mpich-VERSION/check-times.log.
@@ -67,7 +69,7 @@ keep() {
 }
 
 fail=0
-for c in ${CHECKS:-progs ci rma}; do
+for c in ${CHECKS:-progs ci rma coexist dropin}; do
 	case $c in
 	progs) timed progs env NP_LIST="$np" "$here/test-mpich.sh" progs || fail=1 ;;
 	# the subset with its own process counts, as make check runs it
@@ -77,6 +79,9 @@ for c in ${CHECKS:-progs ci rma}; do
 	# passive-target loop on MPI_Win_create, takes 20-80 s on 2 busy cores
 	rma) timed rma env SUITE_NP="$np" MPITEST_TIMEOUT="${MPITEST_TIMEOUT:-180}" \
 		"$here/test-mpich.sh" suite rma || fail=1; keep rma ;;
+	# the bare names first in PATH are a shim that fails: never called
+	coexist) timed coexist "$here/test-coexist.sh" || fail=1 ;;
+	dropin) timed dropin "$here/test-mpich.sh" dropin || fail=1 ;;
 	*) die "unknown check '$c'" ;;
 	esac
 done

@@ -9,6 +9,9 @@
 #   channel/test-mpich.sh summary          pass counts so far (NAME=...)
 #   channel/test-mpich.sh ci [dir...]      the fixed subset in test/ci/*.list
 #                                          (80 tests, for CI)
+#   channel/test-mpich.sh dropin           Debian's NPmpich2 and a Fortran
+#                                          program of mpif90.mpich on this
+#                                          MPICH (LD_LIBRARY_PATH), SONAMEs
 #   channel/test-mpich.sh faults           a rank ending abnormally (exit(3),
 #                                          SIGKILL): mpiexec reports its status
 #   channel/test-mpich.sh vm-ib            that subset compiled here, run in the
@@ -97,6 +100,92 @@ drop_in() {
 	"$deb" -O2 -o "$out/bin/mpi_libversion-debian" "$here/test/mpi_libversion.c" || return 0
 	run drop-in-debian-binary-np2 60 env LD_LIBRARY_PATH="$prefix/lib" \
 		"$mpiexec" -n 2 "$out/bin/mpi_libversion-debian" ch3:rdma
+}
+
+# Debian's programs built against its MPICH on this one (the MPICH ABI):
+# the SONAMEs, then Debian's NetPIPE (netpipe-mpich2: NPmpich2, C, the
+# table of 1 B-1 MiB checked) and a Fortran program built with Debian's
+# mpif90.mpich (libmpichfort.so.12), both under this MPICH's Hydra with
+# LD_LIBRARY_PATH=$prefix/lib only; a package that is absent is a "skip"
+# line.  (ScaLAPACK's tests, scalapack-mpi-test, would pull in Open MPI
+# through mpi-default-bin.)
+dropin() {
+	local lib=$prefix/lib so need np=/usr/bin/NPmpich2 f90=/usr/bin/mpif90.mpich
+	local abi=$out/abi-lib rows
+	mkdir -p "$out/bin"
+	echo "Debian's MPICH programs on $prefix (LD_LIBRARY_PATH=$lib):"
+	so=$(readelf -d "$lib/libmpi.so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+	if [ "$so" = libmpi.so.12 ] && [ "$(readlink -f "$lib/libmpich.so.12")" = "$(readlink -f "$lib/libmpi.so.12")" ]; then
+		printf '  PASS %-40s libmpi.so: SONAME %s, libmpich.so.12 is it\n' abi-soname "$so"
+		npass=$((npass + 1))
+	else
+		printf '  FAIL %-40s libmpi.so SONAME "%s", libmpich.so.12 -> %s\n' abi-soname \
+			"$so" "$(readlink -f "$lib/libmpich.so.12" 2>/dev/null || echo none)"
+		nfail=$((nfail + 1)); fail=1
+		return 0
+	fi
+	# what a binary NEEDs must resolve to this install
+	resolves() {	# binary library
+		LD_LIBRARY_PATH=$ldp ldd "$1" | grep -q "^[[:space:]]*$2 => $ldp_first/"
+	}
+	if [ -x "$np" ]; then
+		ldp=$lib ldp_first=$lib
+		need=$(readelf -d "$np" | sed -n 's/.*(NEEDED).*\[\(libmpi.*\)\]/\1/p' | tr '\n' ' ')
+		if [ "$need" = "libmpich.so.12 " ] && resolves "$np" libmpich.so.12; then
+			printf '  PASS %-40s NEEDED %s-> %s\n' NPmpich2-needed "$need" "$lib"
+			npass=$((npass + 1))
+		else
+			printf '  FAIL %-40s NEEDED "%s", not resolved to %s\n' NPmpich2-needed "$need" "$lib"
+			nfail=$((nfail + 1)); fail=1
+		fi
+		# 1 B to 1 MiB, 100 round trips each, no perturbation; rdmach's
+		# counters (RDMACH_STATS) show the ranks ran on this MPICH
+		rm -f "$out/np.out"
+		run NPmpich2-np2 120 env LD_LIBRARY_PATH="$lib" RDMACH_STATS=1 \
+			"$mpiexec" -n 2 "$np" -n 100 -p 0 -u 1048576 -o "$out/np.out"
+		rows=$(awk 'NF == 3 && $1 ~ /^[0-9]+$/ && $2 > 0 && $3 > 0' "$out/np.out" 2>/dev/null | wc -l)
+		if [ "$rows" -ge 30 ] && [ "$(awk 'END {print $1}' "$out/np.out")" = 1048576 ] &&
+		   [ "$(grep -c '^# rdmach counters, rank' "$out/NPmpich2-np2.out")" = 2 ]; then
+			printf '  PASS %-40s %d sizes 1 B-1 MiB, rdmach counters of 2 ranks\n' NPmpich2-table "$rows"
+			npass=$((npass + 1))
+		else
+			printf '  FAIL %-40s %s sizes, last %s, %s rdmach counter tables (%s)\n' NPmpich2-table \
+				"$rows" "$(awk 'END {print $1}' "$out/np.out" 2>/dev/null)" \
+				"$(grep -c '^# rdmach counters, rank' "$out/NPmpich2-np2.out")" "$out/np.out"
+			nfail=$((nfail + 1)); fail=1
+		fi
+	else
+		echo "  skip NPmpich2: no $np (apt-get install --no-install-recommends netpipe-mpich2)"
+	fi
+	if [ ! -x "$f90" ]; then
+		echo "  skip Fortran drop-in: no $f90 (apt-get install libmpich-dev gfortran)"
+	elif [ ! -e "$lib/libmpifort.so.12" ]; then
+		echo "  skip Fortran drop-in: $prefix built without Fortran (no libmpifort.so.12)"
+	else
+		"$f90" -O2 -o "$out/bin/flibversion-debian" "$here/test/flibversion.f90" || { fail=1; return 0; }
+		ldp=$lib ldp_first=$lib
+		if [ ! -e "$lib/libmpichfort.so.12" ]; then
+			# an install made before build-mpich.sh gave Debian's names
+			rm -rf "$abi" && mkdir -p "$abi"
+			ln -s "$lib/libmpifort.so.12" "$abi/libmpichfort.so.12"
+			ldp=$abi:$lib ldp_first=$abi
+			echo "  (no $lib/libmpichfort.so.12: rerun channel/build-mpich.sh install; a link in $abi for now)"
+		fi
+		need=$(readelf -d "$out/bin/flibversion-debian" | sed -n 's/.*(NEEDED).*\[\(libmpi.*\)\]/\1/p' | tr '\n' ' ')
+		if [[ $need == *libmpichfort.so.12* ]] && resolves "$out/bin/flibversion-debian" libmpichfort.so.12; then
+			printf '  PASS %-40s NEEDED %s-> %s\n' flibversion-needed "$need" "$ldp_first"
+			npass=$((npass + 1))
+		else
+			printf '  FAIL %-40s NEEDED "%s", not resolved to %s\n' flibversion-needed "$need" "$ldp_first"
+			nfail=$((nfail + 1)); fail=1
+		fi
+		run flibversion-debian-np2 60 env LD_LIBRARY_PATH="$ldp" \
+			"$mpiexec" -n 2 "$out/bin/flibversion-debian" ch3:rdma
+		grep -qx 'No Errors' "$out/flibversion-debian-np2.out" || {
+			printf '  FAIL %-40s no "No Errors"\n' flibversion-output; nfail=$((nfail + 1)); fail=1; }
+	fi
+	drop_in
+	return 0
 }
 
 progs() {
@@ -296,6 +385,7 @@ vm_ib() {
 cmd=${1:-}
 case $cmd in
 progs) shift; progs "$@" ;;
+dropin) dropin ;;
 summary) summarize ;;
 ci) shift; SUITE_CI=1 suite "$@" ;;
 faults) faults ;;
@@ -303,5 +393,5 @@ vm-ib) vm_ib ;;
 suite) shift; suite "$@" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac
-case $cmd in progs|ci|suite|faults) echo "$npass passed, $nfail failed" ;; esac
+case $cmd in progs|ci|suite|faults|dropin) echo "$npass passed, $nfail failed" ;; esac
 exit $fail

@@ -42,6 +42,12 @@ static int nodemap_num(struct nodemap_cur *c, int max, int *out)
 
 static int nodemap_block(struct nodemap_cur *c, struct nodemap_block *b)
 {
+	/* a bare node id is (id,1,1): MPICH 4.3's Hydra writes one node of
+	 * one rank so, e.g. "(vector,0)" for a single process */
+	if (*c->p >= '0' && *c->p <= '9') {
+		b->nodes = b->ppn = 1;
+		return nodemap_num(c, NODEMAP_ID_MAX - 1, &b->start);
+	}
 	if (nodemap_lit(c, "(") ||
 	    nodemap_num(c, NODEMAP_ID_MAX - 1, &b->start) ||
 	    nodemap_lit(c, ",") || nodemap_num(c, NODEMAP_ID_MAX, &b->nodes) ||
@@ -108,7 +114,7 @@ int rdmach_nodemap_parse(const char *s, int size, int *node_of, char *why,
 			 RDMACH_NODEMAP_BLOCKS_MAX);
 	else if (ret)
 		snprintf(why, whylen, "malformed at offset %d (expected "
-			 "(vector,(start,nodes,ppn),...) with node ids below "
+			 "(vector,(start,nodes,ppn) or id,...) with node ids below "
 			 "%d)", (int)(c.p - s), NODEMAP_ID_MAX);
 	if (!ret)
 		nodemap_assign(b, nb, size, node_of);

@@ -3,7 +3,9 @@
  * rdmach_run) says which ranks share a node: "(vector,(start,nodes,ppn),
  * ...)" - each block puts ppn consecutive ranks on each of the nodes
  * start..start+nodes-1, the blocks in turn, repeated until every rank has
- * a node (MPICH's reading).  It comes from the process manager: foreign
+ * a node (MPICH's reading); a bare node id is (id,1,1), as MPICH 4.3's
+ * Hydra writes it.  MPICH 4.3's repeat form "[...]xN" is refused (the
+ * caller then reads every rank's host id).  It comes from the process manager: foreign
  * text, parsed strictly with bounds on every number and count.
  */
 #ifndef RDMACH_CORE_NODEMAP_H

@@ -21,7 +21,9 @@
 #   6. valgrind --leak-check=full on the conformance suite, volume reduced
 #   7. test/run-ib-vm.sh (verbs tests in the Soft-RoCE VM), if present
 #   8. `make mpich` and MPI programs + a fixed subset of MPICH's test suite,
-#      then nas/test-nas.sh (NAS IS and CG class S, and the runner's failures)
+#      Debian's MPICH programs on ours (test-mpich.sh dropin),
+#      then nas/test-nas.sh, all with a shim first in PATH whose bare
+#      mpiexec, mpicc, ... fail (another MPI's): it must never be called (NAS IS and CG class S, and the runner's failures)
 #   9. test/run-cluster.sh smoke: 2 Soft-RoCE VMs, ranks on both (Hydra
 #      over ssh): the conformance suite across hosts and an MPI program
 #
@@ -249,13 +251,35 @@ fi
 if ! skipped mpich; then
 	note "make mpich O=$O (log: $LOGS/mpich-build.log)"
 	if make mpich O="$O" >"$LOGS/mpich-build.log" 2>&1; then
+		# another MPI owning the bare names (Open MPI by Debian's
+		# alternatives): a shim first in PATH whose mpiexec, mpicc, ...
+		# fail and log; nothing of this step may call it
+		shim=$LOGS/open-mpi-shim
+		channel/test-coexist.sh shim "$shim"
+		path0=$PATH
+		export PATH=$shim:$PATH
+		# the shim is what the bare names reach (else this proves nothing)
+		if mpiexec -n 1 true 2>/dev/null || [ ! -s "$shim/calls.log" ]; then
+			record "MPI steps beside another MPI's mpiexec/mpicc: shim not reached" 0 1
+		fi
+		: >"$shim/calls.log"
 		run "MPICH ch3:rdma: MPI programs, np 2 4 8" NP_LIST="2 4 8" \
 			-- channel/test-mpich.sh progs
 		run "MPICH ch3:rdma: test/mpi CI subset" -- channel/test-mpich.sh ci
 		run "MPICH ch3:rdma: abnormal ends (mpiexec status)" -- \
 			channel/test-mpich.sh faults
+		run "MPICH ch3:rdma: Debian's NPmpich2 and mpif90.mpich on it" -- \
+			channel/test-mpich.sh dropin
 		if [ -x nas/test-nas.sh ] && ! skipped nas; then
 			run "NAS IS, CG class S np 4 + runner failures" -- nas/test-nas.sh
+		fi
+		export PATH=$path0
+		if [ -s "$shim/calls.log" ]; then
+			echo "run-tests: the MPI steps called the bare names of $shim:"
+			head -n 5 "$shim/calls.log"
+			record "MPI steps beside another MPI's mpiexec/mpicc" 0 1
+		else
+			record "MPI steps beside another MPI's mpiexec/mpicc" 1 0
 		fi
 	else
 		tail -n 40 "$LOGS/mpich-build.log"

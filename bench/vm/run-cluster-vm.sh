@@ -38,6 +38,9 @@ if [ "${1:-}" = --in-vm ]; then
 	out=$2 rounds=$3
 	peer=vm2 dev=rxe0
 	export HYDRA_LAUNCHER_EXEC=$root/test/vm/hydra-ssh
+	# Hydra and Debian's MPICH by name: Open MPI's alternatives may own
+	# the bare mpiexec / mpicc
+	hydra=$(command -v mpiexec.hydra || command -v mpiexec.mpich || echo mpiexec.hydra)
 	# perf TOOL SIZE ITERS FILE: one perftest pair, server on vm2
 	# TRIES tries of at most LIMIT s each (ib_read_bw: RDMA reads between
 	# two rxe hosts stall, see test/vm/README.md; one short try)
@@ -81,27 +84,27 @@ if [ "${1:-}" = --in-vm ]; then
 	for ((r = 1; r <= rounds; r++)); do
 		echo "round $r of $rounds"
 		perf ib_write_lat 8 2000 perftest_write_lat.txt
-		ours rdmach_lat.txt mpiexec "$O/bin/rdmach_latency" $lat
+		ours rdmach_lat.txt "$hydra" "$O/bin/rdmach_latency" $lat
 		[ -x "$out/mpi_latency" ] &&
 			ours mpi_lat.txt "$PREFIX/bin/mpiexec" "$out/mpi_latency" $lat
 		[ -x "$out/ucx_latency" ] &&
-			ours ucx_lat.txt /usr/bin/mpiexec "$out/ucx_latency" $lat
+			ours ucx_lat.txt /usr/bin/mpiexec.mpich "$out/ucx_latency" $lat
 		perf ib_write_bw 1048576 200 perftest_write_bw.txt
 		TRIES=1 LIMIT=60 perf ib_read_bw 1048576 200 perftest_read_bw.txt
-		ours rdmach_bw_sp.txt "mpiexec $by_spipe" "$O/bin/rdmach_bw" $bw
-		ours rdmach_bw_pl.txt "mpiexec $by_ring" "$O/bin/rdmach_bw" $bw
+		ours rdmach_bw_sp.txt "$hydra $by_spipe" "$O/bin/rdmach_bw" $bw
+		ours rdmach_bw_pl.txt "$hydra $by_ring" "$O/bin/rdmach_bw" $bw
 		[ "${BENCH_ZCOPY:-0}" = 1 ] &&
-			ours rdmach_bw.txt mpiexec "$O/bin/rdmach_bw" $bw
+			ours rdmach_bw.txt "$hydra" "$O/bin/rdmach_bw" $bw
 		[ -x "$out/mpi_bw" ] &&
 			ours mpi_bw.txt "$PREFIX/bin/mpiexec $by_spipe" "$out/mpi_bw" $bw
 		[ "${BENCH_ZCOPY:-0}" = 1 ] && [ -x "$out/mpi_bw" ] &&
 			ours mpi_bw_auto.txt "$PREFIX/bin/mpiexec" "$out/mpi_bw" $bw
 		[ -x "$out/ucx_bw" ] &&
-			ours ucx_bw.txt /usr/bin/mpiexec "$out/ucx_bw" $bw
+			ours ucx_bw.txt /usr/bin/mpiexec.mpich "$out/ucx_bw" $bw
 	done
 	# what UCX chose across the two hosts (or why it did not run)
 	[ -x "$out/ucx_latency" ] &&
-		UCX_LOG_LEVEL=info timeout 120 /usr/bin/mpiexec -hosts vm1,$peer -n 2 \
+		UCX_LOG_LEVEL=info timeout 120 /usr/bin/mpiexec.mpich -hosts vm1,$peer -n 2 \
 			"$out/ucx_latency" -m 8:8 -i 100 >"$out/ucx-info.log" 2>&1 </dev/null
 	ucx_info -d >"$out/ucx_info-d.log" 2>&1
 	exit 0
@@ -120,9 +123,9 @@ if [ -x "$PREFIX/bin/mpicc" ]; then
 else
 	echo "run-cluster-vm: no MPICH ch3:rdma in $PREFIX (make mpich): MPI rows left out" >&2
 fi
-if [ -x /usr/bin/mpicc ]; then	# Debian's MPICH, ch4:ucx
-	/usr/bin/mpicc -O2 -Ibench/src -o "$out/ucx_latency" bench/src/mpi_latency.c -lm &&
-		/usr/bin/mpicc -O2 -Ibench/src -o "$out/ucx_bw" bench/src/mpi_bw.c -lm || exit 1
+if [ -x /usr/bin/mpicc.mpich ]; then	# Debian's MPICH, ch4:ucx
+	/usr/bin/mpicc.mpich -O2 -Ibench/src -o "$out/ucx_latency" bench/src/mpi_latency.c -lm &&
+		/usr/bin/mpicc.mpich -O2 -Ibench/src -o "$out/ucx_bw" bench/src/mpi_bw.c -lm || exit 1
 fi
 echo "host load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
 case ${BENCH_LINK:=switch} in
