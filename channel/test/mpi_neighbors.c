@@ -26,32 +26,7 @@
 #define MAX_BYTES (1 << 20)
 #define ROUNDS 3
 
-static int errors;
-
-static unsigned char pattern(int src, int dst, int seq, size_t i)
-{
-	return (unsigned char)(src * 29 + dst * 5 + seq * 11 + i * 97 + (i >> 9));
-}
-
-static void fill(unsigned char *buf, size_t n, int src, int dst, int seq)
-{
-	for (size_t i = 0; i < n; i++)
-		buf[i] = pattern(src, dst, seq, i);
-}
-
-static void check(const unsigned char *buf, size_t n, int src, int dst, int seq,
-		  const char *what)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (buf[i] != pattern(src, dst, seq, i)) {
-			if (errors++ < 10)
-				fprintf(stderr, "rank %d: %s from %d seq %d: byte %zu of %zu "
-					"is %u, expected %u\n", dst, what, src, seq, i, n,
-					buf[i], pattern(src, dst, seq, i));
-			return;
-		}
-	}
-}
+#include "mpi_pattern.h"
 
 /* Lines of `rdma resource show what` naming this process, with the
  * "mrlen" values summed into *bytes; -1 when the tool gives nothing. */
