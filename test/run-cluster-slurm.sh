@@ -5,6 +5,9 @@
 # have_mpich, mpich_path) and variables (L, T, X, MPIBIN, HF2, PREFIX).
 #
 #   slurm-mpi-list            srun --mpi=list offers pmi2 (pmix: reported)
+#   slurm-pmi-long-line       Slurm's PMI-1 server cuts a request line
+#                             over 1024 bytes (why rdmach's stay within)
+#   slurm-pmix                srun --mpi=pmix: no PMI_FD, rdmach says so
 #   slurm-conformance-srun    srun --mpi=pmi2 -N 2 -n 4 test_conformance
 #   slurm-streams-*           xhost_stream (shm on a host, ib across, every
 #                             pair checked) under srun with block, cyclic
@@ -75,6 +78,42 @@ slurm_part() {
 			ok "slurm-pmi-maxes: $(grep '^cmd=maxes' "$L/pmi-maxes.log")"
 		else
 			bad slurm-pmi-maxes "$(tr '\n' ' ' <"$L/pmi-maxes.log")"
+		fi
+	fi
+	# why a request line stays within 1024 bytes: a put of a 1000-byte
+	# value (a line of about 1040) comes back cut
+	if want slurm-pmi-long-line; then
+		timeout 60 srun --mpi=pmi2 -J slurm-pmi -n 1 bash -c 'f=$PMI_FD
+			q() { printf "%s\n" "$1" >&$f; r=; read -r -t 20 r <&$f; }
+			q "cmd=init pmi_version=1 pmi_subversion=1"
+			q "cmd=get_my_kvsname"; kvs=${r##*kvsname=}
+			v=$(head -c 1000 /dev/zero | tr "\0" v)
+			q "cmd=put kvsname=$kvs key=long value=$v"; echo "put: $r"
+			q "cmd=barrier_in"; echo "barrier: $r"
+			q "cmd=get kvsname=$kvs key=long"
+			case $r in *value=*) g=${r##*value=}; echo "got ${#g} of 1000" ;;
+			*) echo "get: $r" ;; esac' >"$L/pmi-long-line.log" 2>&1 </dev/null
+		line=$(grep -E '^(got|get:)' "$L/pmi-long-line.log")
+		case $line in
+		"get: cmd=get_result rc=1"*|"got "[0-9]" of"*|"got "[0-9][0-9]" of"*|"got "[0-9][0-9][0-9]" of"*)
+			ok "slurm-pmi-long-line: a put line of about 1040 bytes: $(grep -m1 '^put:' "$L/pmi-long-line.log"), then $line; slurmstepd: $(grep -m1 -o 'mpi/pmi2: value not.*' "$L/pmi-long-line.log") (rdmach's lines stay within 1024)" ;;
+		*)
+			bad slurm-pmi-long-line "a put of 1000 bytes in a line over 1024: $(tr '\n' ' ' <"$L/pmi-long-line.log" | cut -c1-200)" ;;
+		esac
+	fi
+	# --mpi=pmix: Slurm serves PMIx, not the PMI-1 wire protocol (no
+	# PMI_FD): rdmach's client cannot start there and says why; Debian's
+	# plugin is listed but needs libpmix2 (not a dependency of Slurm's
+	# packages), without which srun refuses --mpi=pmix
+	if want slurm-pmix; then
+		srun --mpi=pmix -J slurm-pmi -N 2 -n 2 "$X" -b 1M >"$L/pmix.log" 2>&1 </dev/null
+		rc=$?
+		if [ "$rc" != 0 ] && grep -q 'PMI_FD is not set' "$L/pmix.log"; then
+			ok "slurm-pmix: --mpi=pmix gives no PMI_FD: srun status $rc, each rank: $(grep -m1 'PMI_FD' "$L/pmix.log" | cut -c1-120)"
+		elif [ "$rc" != 0 ] && grep -q 'can not load PMIx library' "$L/pmix.log"; then
+			ok "slurm-pmix: listed, but srun cannot load libpmix (libpmix2 not installed): $(grep -m1 -o 'pmi/pmix: can not load PMIx library' "$L/pmix.log")"
+		else
+			bad slurm-pmix "srun --mpi=pmix status $rc: $(head -n 3 "$L/pmix.log" | tr '\n' ' ')"
 		fi
 	fi
 	MPIEXEC=srun suite slurm-test-pmi 300 --mpi=pmi2 -J slurm-pmi -N 2 -n 4 "$BUILD/test/test_pmi"
