@@ -129,21 +129,24 @@ slurm_part() {
 		--mpi=pmi2 -J slurm-streams -n 4 -m arbitrary "$X" -b 4M
 	MPIEXEC=salloc xok slurm-streams-salloc-hydra 4 300 -J slurm-salloc -N 2 \
 		"$HYDRA" -n 4 "$X" -b 4M
-	if ! want slurm-mpi; then :
-	elif have_mpich; then
-		(mpich_path
-		 MPIEXEC=srun mpx 120 "$L/srun-cpi.log" --mpi=pmi2 -J slurm-mpi -N 2 -n 4 "$MPIBIN/cpi"
-		) && grep -q 'pi is approximately' "$L/srun-cpi.log" &&
-			ok "slurm-mpi-srun-cpi: srun --mpi=pmi2 -N 2 -n 4 cpi ($(cat "$L/srun-cpi.log.secs" | cut -d. -f1) s)" ||
-			bad slurm-mpi-srun-cpi "$(tail -n 3 "$L/srun-cpi.log" | tr '\n' ' ')"
+	if have_mpich; then
+		if want slurm-mpi-srun-cpi; then
+			(mpich_path
+			 MPIEXEC=srun mpx 120 "$L/srun-cpi.log" --mpi=pmi2 -J slurm-mpi -N 2 -n 4 "$MPIBIN/cpi"
+			) && grep -q 'pi is approximately' "$L/srun-cpi.log" &&
+				ok "slurm-mpi-srun-cpi: srun --mpi=pmi2 -N 2 -n 4 cpi ($(cat "$L/srun-cpi.log.secs" | cut -d. -f1) s)" ||
+				bad slurm-mpi-srun-cpi "$(tail -n 3 "$L/srun-cpi.log" | tr '\n' ' ')"
+		fi
 		# MPI_COMM_TYPE_SHARED: the 2 ranks of each VM (shm), as Slurm
 		# placed them
-		(mpich_path
-		 MPIEXEC=srun mpx 120 "$L/srun-node.log" --mpi=pmi2 -J slurm-mpi -N 2 \
-			--ntasks-per-node=2 -n 4 "$MPIBIN/mpi_node" 2
-		) && grep -q 'No Errors' "$L/srun-node.log" &&
-			ok "slurm-mpi-srun-node: mpi_node, 2 ranks per VM share a node communicator" ||
-			bad slurm-mpi-srun-node "$(tail -n 3 "$L/srun-node.log" | tr '\n' ' ')"
+		if want slurm-mpi-srun-node; then
+			(mpich_path
+			 MPIEXEC=srun mpx 120 "$L/srun-node.log" --mpi=pmi2 -J slurm-mpi -N 2 \
+				--ntasks-per-node=2 -n 4 "$MPIBIN/mpi_node" 2
+			) && grep -q 'No Errors' "$L/srun-node.log" &&
+				ok "slurm-mpi-srun-node: mpi_node, 2 ranks per VM share a node communicator" ||
+				bad slurm-mpi-srun-node "$(tail -n 3 "$L/srun-node.log" | tr '\n' ' ')"
+		fi
 		# -m arbitrary: Slurm's PMI_process_mapping is wrong, and so
 		# are MPICH's node ids taken from it; rdmach's host ids are
 		# right: MPI_Init fails naming both views (a wrong node
@@ -154,12 +157,14 @@ slurm_part() {
 			-m arbitrary "$MPIBIN/mpi_node"
 		 echo "$pass $fail" >"$L/counts")
 		read -r pass fail <"$L/counts"
-		(mpich_path
-		 MPIEXEC=salloc mpx 300 "$L/salloc-exchange.log" -J slurm-mpi -N 2 \
-			"$PREFIX/bin/mpiexec" -n 4 "$MPIBIN/mpi_exchange"
-		) && grep -q 'No Errors' "$L/salloc-exchange.log" &&
-			ok "slurm-mpi-salloc-mpiexec: salloc -N 2 mpiexec -n 4 mpi_exchange ($(cut -d. -f1 <"$L/salloc-exchange.log.secs") s)" ||
-			bad slurm-mpi-salloc-mpiexec "$(tail -n 3 "$L/salloc-exchange.log" | tr '\n' ' ')"
+		if want slurm-mpi-salloc-mpiexec; then
+			(mpich_path
+			 MPIEXEC=salloc mpx 300 "$L/salloc-exchange.log" -J slurm-mpi -N 2 \
+				"$PREFIX/bin/mpiexec" -n 4 "$MPIBIN/mpi_exchange"
+			) && grep -q 'No Errors' "$L/salloc-exchange.log" &&
+				ok "slurm-mpi-salloc-mpiexec: salloc -N 2 mpiexec -n 4 mpi_exchange ($(cut -d. -f1 <"$L/salloc-exchange.log.secs") s)" ||
+				bad slurm-mpi-salloc-mpiexec "$(tail -n 3 "$L/salloc-exchange.log" | tr '\n' ' ')"
+		fi
 		if want slurm-mpi-sbatch; then
 			cat >"$L/job.sh" <<-EOF
 				#!/bin/bash
