@@ -657,21 +657,35 @@ out:
 }
 
 /* The mapping says rank r is (or is not) on this node: its host id must
- * agree. */
+ * agree.  strict: an error (-EPROTO); else a warning (-EAGAIN): every
+ * record is read, so the host ids can decide. */
 static int core_check_mapped(struct rdmach_ctx *ctx, int r,
-			     const struct core_peer_info *pi, int mapped_local)
+			     const struct core_peer_info *pi, int mapped_local,
+			     int strict)
 {
 	char e1[4 * CORE_HOSTID_MAX], e2[4 * CORE_HOSTID_MAX];
+	const char *fmt = "PMI_process_mapping puts rank %d %s rank %d (this "
+			  "rank), but their host ids say otherwise: rank %d "
+			  "on %s, rank %d on %s%s";
 
 	if ((strcmp(pi->hostid, core_of(ctx)->x.hostid) == 0) == mapped_local)
 		return 0;
-	rdmach_err("PMI_process_mapping puts rank %d %s rank %d (this rank), "
-		   "but their host ids say otherwise: rank %d on %s, rank %d "
-		   "on %s", r, mapped_local ? "on the node of" :
-		   "on another node than", ctx->rank, r,
-		   rdmach_log_esc(pi->hostid, e1, sizeof(e1)), ctx->rank,
-		   rdmach_log_esc(core_of(ctx)->x.hostid, e2, sizeof(e2)));
-	return -EPROTO;
+	rdmach_log_esc(pi->hostid, e1, sizeof(e1));
+	rdmach_log_esc(core_of(ctx)->x.hostid, e2, sizeof(e2));
+	if (strict) {
+		rdmach_err(fmt, r, mapped_local ? "on the node of" :
+			   "on another node than", ctx->rank, r, e1,
+			   ctx->rank, e2, ctx->demand ? " (RDMACH_CONNECT="
+			   "demand reads the host ids of this node's ranks "
+			   "only and needs a right mapping; "
+			   "RDMACH_CONNECT=all reads every rank's)" : "");
+		return -EPROTO;
+	}
+	rdmach_warn(fmt, r, mapped_local ? "on the node of" :
+		    "on another node than", ctx->rank, r, e1, ctx->rank, e2,
+		    "; the host ids decide (the mapping is a hint: Slurm's "
+		    "is wrong for some task distributions)");
+	return -EAGAIN;
 }
 
 /* Publish this rank's record; read those of the ranks on this node (per
@@ -708,7 +722,14 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 			continue;
 		ret = core_read_record(ctx, i, &info[i]);
 		if (!ret && *mapped)
-			ret = core_check_mapped(ctx, i, &info[i], local);
+			ret = core_check_mapped(ctx, i, &info[i], local,
+						ctx->demand);
+		if (ret == -EAGAIN) {
+			/* every record is read: the host ids decide, and
+			 * no more warnings */
+			*mapped = 0;
+			ret = 0;
+		}
 		if (ret)
 			return ret;
 	}
@@ -997,7 +1018,7 @@ static int core_contact(struct rdmach_conn *conn)
 	memset(&pi, 0, sizeof(pi));
 	ret = core_read_record(ctx, conn->peer, &pi);
 	if (!ret)
-		ret = core_check_mapped(ctx, conn->peer, &pi, 0);
+		ret = core_check_mapped(ctx, conn->peer, &pi, 0, 1);
 	if (ret)
 		return rdmach_conn_fail(conn, ret, "its record (host id) is "
 					"missing or does not fit the mapping");

@@ -158,8 +158,12 @@ RDMACH_API int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
  * RDMACH_TRANSPORT=shm|ib forces one.  Which ranks share a host comes from
  * the process manager's PMI_process_mapping where it serves one (checked
  * against the host ids of the ranks it calls local), else from every
- * rank's host id.  RDMACH_CONNECT=demand (what the default, auto, does
- * in jobs of more than RDMACH_CONNECT_ALL_MAX ranks): connect only chooses each
+ * rank's host id.  When every rank's host id is read (RDMACH_CONNECT=all,
+ * or auto in small jobs) the mapping is a hint: one that disagrees with
+ * the host ids (Slurm's, for some task distributions) is warned about and
+ * the host ids decide; under demand it must be right (connect fails).
+ * RDMACH_CONNECT=demand (what the default, auto, does in jobs of more
+ * than RDMACH_CONNECT_ALL_MAX ranks): connect only chooses each
  * pair's transport and sets up shm; an ib connection is made by the first
  * put on it (which returns 0 until it is up: retry, as for a full ring),
  * or by the peer's first put, answered by any call of this process that

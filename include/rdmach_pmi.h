@@ -4,8 +4,10 @@
  * rdmach_oob_t without linking an MPI library.
  *
  * It reads PMI_FD, PMI_RANK and PMI_SIZE from the environment (the variables
- * Hydra and rdmach_run set) and speaks the text protocol on that socket:
- * init, get_maxes, get_my_kvsname, put, barrier_in, get, finalize.
+ * Hydra, Slurm's srun --mpi=pmi2 and rdmach_run set) and speaks the text
+ * protocol on that socket: init, get_maxes, get_my_kvsname, put,
+ * barrier_in, get, finalize; a request line is at most 1024 bytes (Slurm
+ * reads no more per request), which bounds the oob's value_max.
  *
  * The server's replies are checked, not trusted: every call (and the oob's
  * put/get/fence) fails with -ETIMEDOUT when no reply comes within

@@ -15,7 +15,13 @@
  *   finalize                            -> finalize_ack
  * The server's maxima count the terminating NUL, so the longest value that
  * survives the exchange is vallen_max - 1 (Hydra silently truncates longer
- * ones: we refuse them instead).
+ * ones: we refuse them instead).  A request line is also kept to
+ * PMI_REQ_LINE_MAX bytes, newline included: Slurm's PMI-1 server (its
+ * mpi/pmi2 plugin, 22.05) takes each request from one read() of at most
+ * 1024 bytes, so a longer put arrives cut (its value truncated, the rest
+ * read as a bogus command); MPICH's simple PMI has the same line limit.
+ * The oob's value_max is therefore the smaller of vallen_max - 1 and what
+ * a put with the longest key (keylen_max - 1) leaves of that line.
  *
  * The server's replies are input, checked before use:
  *  - a reply must come within RDMACH_PMI_TIMEOUT_MS (60 s), a barrier's
@@ -55,6 +61,9 @@
 #define PMI_KEYLEN_LIMIT 1024
 #define PMI_VALLEN_LIMIT (64 * 1024)
 #define PMI_ESC_MAX 256		/* a server's text quoted in a message */
+/* The longest request line, '\n' included, that every server reads whole
+ * (Slurm's mpi/pmi2 reads 1024 bytes per request). */
+#define PMI_REQ_LINE_MAX 1024
 
 enum { PMI_K_TIMEOUT, PMI_K_FENCE_TIMEOUT, PMI_K_NUM };
 
@@ -81,6 +90,7 @@ struct rdmach_pmi {
 	size_t kvsname_max;	/* server maxima, NUL included */
 	size_t keylen_max;
 	size_t vallen_max;
+	size_t value_max;	/* longest value a put carries (see above) */
 	uint64_t timeout_ms[PMI_K_NUM];	/* 0: none */
 	int broken;		/* a call's exchange failed: its error */
 	char *kvsname;
@@ -506,8 +516,7 @@ static int pmi_oob_put(void *arg, const char *key, const char *value)
 		return -EINVAL;
 	ret = pmi_check_token("put", key, pmi->keylen_max - 1, "key");
 	if (!ret)
-		ret = pmi_check_token("put", value, pmi->vallen_max - 1,
-				      "value");
+		ret = pmi_check_token("put", value, pmi->value_max, "value");
 	if (ret)
 		return ret;
 	ret = pmi_call(pmi, "put", "put_result", &rep,
@@ -572,6 +581,25 @@ int rdmach_pmi_barrier(rdmach_pmi_t *pmi)
 	return ret ? ret : pmi_check_rc(&rep, "barrier", -ECONNRESET);
 }
 
+/* The longest value: within vallen_max, and such that a put with the
+ * longest key fits a request line of PMI_REQ_LINE_MAX bytes (0 when
+ * nothing fits: rdmach_init refuses the oob, naming the size). */
+static void pmi_set_value_max(struct rdmach_pmi *pmi)
+{
+	size_t fixed = strlen("cmd=put kvsname=") + strlen(pmi->kvsname) +
+		       strlen(" key=") + (pmi->keylen_max - 1) +
+		       strlen(" value=") + 1;
+	size_t line = fixed < PMI_REQ_LINE_MAX ? PMI_REQ_LINE_MAX - fixed : 0;
+
+	pmi->value_max = pmi->vallen_max - 1;
+	if (line < pmi->value_max) {
+		rdmach_debug("PMI: values of %zu bytes at most (vallen_max %zu): "
+			     "a put line stays within %d bytes", line,
+			     pmi->vallen_max, PMI_REQ_LINE_MAX);
+		pmi->value_max = line;
+	}
+}
+
 /* init, get_maxes, get_my_kvsname. */
 static int pmi_handshake(struct rdmach_pmi *pmi)
 {
@@ -611,7 +639,10 @@ static int pmi_handshake(struct rdmach_pmi *pmi)
 			    "kvsname"))
 		return -EPROTO;
 	pmi->kvsname = strdup(name);
-	return pmi->kvsname ? 0 : -ENOMEM;
+	if (!pmi->kvsname)
+		return -ENOMEM;
+	pmi_set_value_max(pmi);
+	return 0;
 }
 
 static int pmi_read_knobs(struct rdmach_pmi *pmi)
@@ -690,7 +721,7 @@ int rdmach_pmi_init(rdmach_pmi_t **pmip, rdmach_oob_t *oob)
 	memset(oob, 0, sizeof(*oob));
 	oob->rank = pmi->rank;
 	oob->size = pmi->size;
-	oob->value_max = pmi->vallen_max - 1;
+	oob->value_max = pmi->value_max;
 	oob->arg = pmi;
 	oob->put = pmi_oob_put;
 	oob->fence = pmi_oob_fence;

@@ -24,9 +24,17 @@
 #             streams over 4 hosts, path MTU = the smaller end, cpi, rdmach
 #             builds of other versions, a VM killed among 4
 #          C  2 VMs: an MPI job that loses a VM (mpiexec ends in error)
-#          D  (CLUSTER_BOOTS=D) 4 VMs: 64 ranks round-robin, ring neighbours then all-to-all
-#             under demand and all: the kernel's RC QPs per rank after
-#             each phase (what the ranks used, no more), registered bytes
+#          D  (only when CLUSTER_BOOTS names it) 4 VMs: 64 ranks
+#             round-robin, ring neighbours then all-to-all under demand:
+#             the kernel's RC QPs per rank after each phase (what the
+#             ranks used, no more), registered bytes
+#          S  2 VMs running Slurm (vm-cluster.sh --slurm): jobs started by
+#             srun --mpi=pmi2, salloc + mpiexec and sbatch, start-up
+#             times, a rank killed, scancel, a VM killed
+#             (test/run-cluster-slurm.sh); skipped, naming the packages,
+#             without Slurm on this host
+#          S4 (only when CLUSTER_BOOTS names it) 4 VMs under Slurm:
+#             start-up times
 # Every test prints "ok NAME" or "FAIL NAME: why"; suites add their own
 # counts; the run ends with "N passed, M failed" (exit status 0 only if
 # nothing failed).  A test that cannot run here (no MPICH, no git history)
@@ -35,7 +43,8 @@
 # env: PREFIX      MPICH built with ch3:rdma (default build/mpich-install)
 #      MPICH_WORK  its build tree, for the CI subset (default build/mpich)
 #      CLUSTER_TESTS=REGEX  only the tests whose names match
-#      CLUSTER_BOOTS="A B C"  (full) the boots to run
+#      CLUSTER_BOOTS="A B C S"  (full) the boots to run (S4 too)
+#      STARTUP_REPS (3)  runs per launcher of the start-up measurement
 #      CLUSTER_MPI_PRELOAD=1  MPI programs run with this tree's
 #                   librdmach.so preloaded (PREFIX built against another)
 #      RDMACH_TEST_SCALE (default 0.1)  RDMACH_IB_TIMEOUT (default here
@@ -47,7 +56,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 MODE=smoke
 case ${1:-} in smoke|full) MODE=$1; shift ;; --inner) ;; -h|--help)
-	sed -n '2,36s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+	sed -n '2,49s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 BUILD=${1:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 PREFIX=${PREFIX:-$ROOT/build/mpich-install}
@@ -484,6 +493,15 @@ if [ "${1:-}" = --inner ]; then
 			skip mpi-vm2-killed "no MPICH ch3:rdma in $PREFIX"
 		fi
 		;;
+	S)	# Slurm (vm-cluster.sh --slurm): jobs started as users do
+		. "$ROOT/test/run-cluster-slurm.sh"
+		slurm_part
+		;;
+	S4)	# start-up times on 4 VMs under Slurm
+		. "$ROOT/test/run-cluster-slurm.sh"
+		unset HYDRA_LAUNCHER_EXEC
+		if have_mpich; then slurm_startup; else skip slurm-startup "no MPICH ch3:rdma in $PREFIX"; fi
+		;;
 	esac
 	echo "$pass passed, $fail failed"
 	[ "$fail" = 0 ]
@@ -504,6 +522,11 @@ mpi_build() {
 	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_exchange" "$ROOT/channel/test/mpi_exchange.c" || return 1
 	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_neighbors" "$ROOT/channel/test/mpi_neighbors.c" || return 1
 	[ "$MODE" = full ] || return 0
+	# boot S
+	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_node" "$ROOT/channel/test/mpi_node.c" || return 1
+	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_startup" "$ROOT/channel/test/mpi_startup.c" || return 1
+	# the CI subset: boot A only
+	[[ " ${CLUSTER_BOOTS:-A} " == *" A "* ]] || return 0
 	: >"$bin/ci/list"
 	[ -f "$tb/util/.libs/libmtest_single.a" ] || return 0
 	for d in pt2pt coll comm datatype group attr; do
@@ -534,9 +557,22 @@ other_builds() {
 }
 
 mpi_build || echo "run-cluster: compiling the MPI programs failed (PREFIX=$PREFIX)"
-[ "$MODE" = full ] && other_builds
+[ "$MODE" = full ] && [[ " ${CLUSTER_BOOTS:-B} " == *" B "* ]] && other_builds
 
-export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} RDMACH_TEST_SCALE RDMACH_VERBOSE RDMACH_IB_TIMEOUT PREFIX MPICH_WORK CLUSTER_TESTS CLUSTER_MPI_PRELOAD"
+# Slurm's daemons and clients (boot S): from the host's packages, which
+# the VMs share; optional (tools/install-deps.sh slurm)
+SLURM_MISSING=
+slurm_present() {
+	local t
+	for t in /usr/sbin/munged /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/srun; do
+		[ -x "$t" ] || SLURM_MISSING="$SLURM_MISSING $t"
+	done
+	[ -z "$SLURM_MISSING" ] && return 0
+	SLURM_MISSING="missing$SLURM_MISSING: tools/install-deps.sh slurm (apt-get install --no-install-recommends slurmd slurmctld slurm-client munge; no service is started on this host)"
+	return 1
+}
+
+export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} RDMACH_TEST_SCALE RDMACH_VERBOSE RDMACH_IB_TIMEOUT PREFIX MPICH_WORK CLUSTER_TESTS CLUSTER_MPI_PRELOAD STARTUP_REPS"
 export PREFIX MPICH_WORK
 total_p=0 total_f=0 summary=()
 boot() {	# LABEL PART vm-cluster options...
@@ -562,13 +598,20 @@ boot() {	# LABEL PART vm-cluster options...
 if [ "$MODE" = smoke ]; then
 	boot "smoke: 2 VMs" smoke -n 2
 else
-	boots=" ${CLUSTER_BOOTS:-A B C} "
+	boots=" ${CLUSTER_BOOTS:-A B C S} "
 	[[ $boots != *" A "* ]] || boot "A: 2 VMs" A -n 2
 	[[ $boots != *" B "* ]] ||
 		boot "B: 4 VMs, MTU 1500 9000 4200 1500" B -n 4 --mtu 1500,9000,4200,1500
 	[[ $boots != *" C "* ]] || boot "C: 2 VMs, an MPI job loses one" C -n 2
 	[[ $boots != *" D "* ]] ||
 		RDMACH_VM_MEM=${RDMACH_VM_MEM:-2048} boot "D: 4 VMs, 64 ranks" D -n 4
+	if [[ $boots == *" S "* || $boots == *" S4 "* ]] && ! slurm_present; then
+		echo "skip S: no Slurm on this host: $SLURM_MISSING"
+	else
+		[[ $boots != *" S "* ]] || boot "S: 2 VMs under Slurm" S -n 2 --slurm
+		[[ $boots != *" S4 "* ]] ||
+			boot "S4: 4 VMs under Slurm, start-up times" S4 -n 4 --slurm
+	fi
 fi
 echo "=== summary (logs in $BUILD/cluster-logs)"
 for s in "${summary[@]}"; do echo "$s"; done

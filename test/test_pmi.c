@@ -215,7 +215,9 @@ static int pmi_errors(struct tst *t)
 		tst_fail(t, "a value with a newline is accepted");
 	if (ret_long != -EMSGSIZE)
 		tst_fail(t, "a key over keylen_max is accepted");
-	if (!strstr(msg, "PMI get of key tp_no_such_key failed: rc=-1"))
+	/* the rc is the server's: Hydra's -1, Slurm's 1 (with no msg) */
+	if (!strstr(msg, "PMI get of key tp_no_such_key failed: rc=-1") &&
+	    !strstr(msg, "PMI get of key tp_no_such_key failed: rc=1"))
 		tst_fail(t, "no clear message for a missing key: \"%s\"", msg);
 	if (!strstr(msg, "character 0x20 at offset 3 of a key"))
 		tst_fail(t, "no clear message for a bad key: \"%s\"", msg);
@@ -447,6 +449,9 @@ static int child_main(int rank, void *arg)
  * After the last reply the server shuts its side: a client that waits for
  * more reads the end of the connection. */
 #define FAKE_SILENT ((const char *)1)
+/* FAKE_PUT_LINE answers a put as Slurm's PMI-1 server can only if its line
+ * fits one read of 1024 bytes: rc=0, else rc=1 naming the length. */
+#define FAKE_PUT_LINE ((const char *)2)
 #define FAKE_INIT "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
 #define FAKE_MAXES "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"
 #define FAKE_KVS "cmd=my_kvsname kvsname=kvs_fake\n"
@@ -462,6 +467,17 @@ static void fake_serve(int fd, const char *const *replies)
 		if (*replies == FAKE_SILENT) {
 			sleep(3);
 			_exit(0);
+		}
+		if (*replies == FAKE_PUT_LINE) {
+			char rep[128];
+			size_t n = strlen(line) + 1;
+
+			snprintf(rep, sizeof(rep), n <= 1024 ?
+				 "cmd=put_result rc=0\n" :
+				 "cmd=put_result rc=1 msg=line_of_%zu_bytes\n", n);
+			if (raw_send(fd, rep))
+				_exit(0);
+			continue;
 		}
 		if (raw_send(fd, *replies))
 			_exit(0);
@@ -513,6 +529,8 @@ enum fake_act {
 	FAKE_ACT_BARRIER,	/* rdmach_pmi_barrier */
 	FAKE_ACT_GETS,		/* get k1, then k2 */
 	FAKE_ACT_RDMACH,	/* rdmach_init on the PMI oob */
+	FAKE_ACT_PUT_MAX,	/* put value_max bytes with the longest key,
+				 * then one byte more */
 };
 
 struct fake_run {
@@ -539,6 +557,24 @@ static int fake_act(struct fake_run *run, rdmach_pmi_t *pmi,
 		ret = oob->get(oob->arg, "k1", run->val[0], 64);
 		run->ret[1] = oob->get(oob->arg, "k2", run->val[1], 64);
 		return ret;
+	case FAKE_ACT_PUT_MAX: {
+		char key[64], *val = malloc(oob->value_max + 2);
+
+		if (!val)
+			return -ENOMEM;
+		memset(key, 'k', 63);
+		key[63] = '\0';
+		memset(val, 'v', oob->value_max + 1);
+		val[oob->value_max] = '\0';
+		ret = oob->put(oob->arg, key, val);
+		val[oob->value_max] = 'v';
+		val[oob->value_max + 1] = '\0';
+		run->ret[1] = oob->put(oob->arg, key, val);
+		snprintf(run->val[0], sizeof(run->val[0]), "%zu",
+			 oob->value_max);
+		free(val);
+		return ret;
+	}
 	case FAKE_ACT_RDMACH:
 		ret = rdmach_init(&ctx, oob);
 		if (ctx)
@@ -729,6 +765,34 @@ static int fake_limits(struct tst *t)
 			 "missing or not a number"), "vallen_max=2000junk: %d "
 		  "(%s), message \"%.300s\"", run.ret[0],
 		  tst_errname(run.ret[0]), run.msg);
+	return 0;
+}
+
+/* Slurm's PMI-1 server announces vallen_max=1024 but reads a request in
+ * one read of 1024 bytes: the longest put (value_max bytes, the longest
+ * key) must fit that line, and one byte more is refused before it is
+ * sent (a longer line would reach Slurm cut: its value truncated). */
+static int fake_line_limit(struct tst *t)
+{
+	static const char *const replies[] = { FAKE_INIT, FAKE_MAXES, FAKE_KVS,
+		FAKE_PUT_LINE, FAKE_FIN, NULL };
+	struct fake_run run = { .act = FAKE_ACT_PUT_MAX };
+	/* "cmd=put kvsname=kvs_fake key=" + 63 + " value=" + v + "\n" */
+	size_t want = 1024 - (strlen("cmd=put kvsname=kvs_fake key=") + 63 +
+			      strlen(" value=") + 1);
+	char expect[128];
+
+	fake_run(t, replies, &run);
+	TST_CHECK(t, run.ret[0] == 0, "put of value_max bytes, the longest "
+		  "key: %d (%s), message \"%.300s\"", run.ret[0],
+		  tst_errname(run.ret[0]), run.msg);
+	TST_CHECK(t, (size_t)atol(run.val[0]) == want, "value_max %s, not "
+		  "%zu (a put line of 1024 bytes)", run.val[0], want);
+	snprintf(expect, sizeof(expect), "PMI put: value of %zu bytes exceeds "
+		 "the PMI server's limit of %zu", want + 1, want);
+	TST_CHECK(t, run.ret[1] == -EMSGSIZE && strstr(run.msg, expect),
+		  "put of value_max + 1 bytes: %d (%s), message \"%.300s\"",
+		  run.ret[1], tst_errname(run.ret[1]), run.msg);
 	return 0;
 }
 
@@ -1036,6 +1100,8 @@ static const struct tst_case pmi_cases[] = {
 	  { 0 } },
 	{ "fake_limits", 1, fake_limits, TST_UNIT | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "fake_line_limit", 1, fake_line_limit, TST_UNIT | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
 };
 #define PMI_NCASES ((int)(sizeof(pmi_cases) / sizeof(pmi_cases[0])))
 

@@ -12,6 +12,9 @@
 #   --direct        2 VMs: one UDP link between the two NICs (QEMU dgram
 #                   on 127.0.0.1) instead of the switch (vm-hub.c); for
 #                   benchmarks (no hop through the switch)
+#   --slurm         run Slurm: munged (one key), slurmctld on vm1, slurmd
+#                   on every VM, a generated slurm.conf; the command starts
+#                   once every node is idle (sinfo)
 #   -h, --help
 # The command runs on vm1 in <dir> (shared read-write at the same path by
 # every VM; the host's / is read-only) once every VM is up.  There it has:
@@ -28,6 +31,8 @@
 #      RDMACH_VM_SMP (vCPUs per VM, 1)  RDMACH_VM_PASSENV ("VAR1 VAR2")
 #      RDMACH_VM_BOOT_TIMEOUT (s, 300)  RDMACH_VM_CACHE (see vm-lib.sh)
 #      RDMACH_VM_KEEP=1: keep the run directory (logs) even on success
+#      RDMACH_VM_SLURM_CPUS (CPUs= per node in slurm.conf, 4: more tasks
+#      than the VM's vCPUs, by SlurmdParameters=config_overrides)
 # Nothing leaves this machine: the NICs connect to the switch (or to each
 # other) over 127.0.0.1 only, guest addresses are in 192.0.2.0/24, and no
 # host network setting is touched.  Needs, beside vm-run.sh's: dropbear-bin
@@ -36,15 +41,16 @@ set -euo pipefail
 
 VM_PROG=vm-cluster
 . "$(dirname "$0")/vm-lib.sh"
-usage() { sed -n '2,36s/^# \{0,1\}//p' "$0"; exit "${1:-2}"; }
+usage() { sed -n '2,41s/^# \{0,1\}//p' "$0"; exit "${1:-2}"; }
 
-N=2 MTUS= NORDMA= DIRECT=0
+N=2 MTUS= NORDMA= DIRECT=0 SLURM=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) N=${2:?}; shift 2 ;;
 	--mtu) MTUS=${2:?}; shift 2 ;;
 	--no-rdma) NORDMA="$NORDMA ${2:?}"; shift 2 ;;
 	--direct) DIRECT=1; shift ;;
+	--slurm) SLURM=1; shift ;;
 	-h|--help) usage 0 ;;
 	--) shift; break ;;
 	-*) echo "vm-cluster: unknown option $1" >&2; usage ;;
@@ -63,6 +69,13 @@ for t in dropbear:/usr/sbin/dropbear dropbearkey:/usr/bin/dropbearkey \
 	command -v "${t#*:}" >/dev/null ||
 		vm_die "missing ${t%%:*} (tools/install-deps.sh: dropbear-bin openssh-client build-essential)"
 done
+if [ "$SLURM" = 1 ]; then
+	for t in munged:/usr/sbin/munged slurmctld:/usr/sbin/slurmctld \
+		 slurmd:/usr/sbin/slurmd srun:/usr/bin/srun; do
+		[ -x "${t#*:}" ] ||
+			vm_die "--slurm: missing ${t%%:*}: apt-get install --no-install-recommends slurmd slurmctld slurm-client munge (tools/install-deps.sh slurm; no service is started on this host)"
+	done
+fi
 vm_prepare
 
 HOSTS=() MTU=()
@@ -136,6 +149,60 @@ EOF
 	echo 'export CLUSTER_HOSTS CLUSTER_N CLUSTER_NETDEV CLUSTER_HOSTFILE'
 } >"$CL/env"
 
+# --- Slurm (--slurm): one munge key, slurm.conf naming the VMs -----------
+# Guests read them from /run/cluster/slurm (vm-cluster-guest.sh); daemons'
+# logs and the job completion log (jobcomp/filetxt) come back there.
+if [ "$SLURM" = 1 ]; then
+	mkdir -p "$CL/slurm"
+	dd if=/dev/urandom of="$CL/slurm/munge.key" bs=1024 count=1 2>/dev/null ||
+		vm_die "cannot make a munge key"
+	chmod 600 "$CL/slurm/munge.key"
+	cat >"$CL/slurm/slurm.conf" <<-EOF
+		# vm-cluster.sh --slurm: $N VMs, one vCPU each
+		ClusterName=rdmach
+		SlurmctldHost=vm1
+		AuthType=auth/munge
+		SlurmUser=root
+		SlurmdUser=root
+		StateSaveLocation=/var/lib/slurm/slurmctld
+		SlurmdSpoolDir=/var/lib/slurm/slurmd
+		SlurmctldPidFile=/run/slurmctld.pid
+		SlurmdPidFile=/run/slurmd.pid
+		SlurmctldLogFile=/run/cluster/slurm/slurmctld.log
+		SlurmdLogFile=/run/cluster/slurm/slurmd-%n.log
+		SlurmctldDebug=info
+		SlurmdDebug=info
+		ProctrackType=proctrack/linuxproc
+		TaskPlugin=task/none
+		SwitchType=switch/none
+		MpiDefault=none
+		SchedulerType=sched/builtin
+		SelectType=select/cons_tres
+		SelectTypeParameters=CR_CPU
+		AccountingStorageType=accounting_storage/none
+		JobAcctGatherType=jobacct_gather/none
+		JobCompType=jobcomp/filetxt
+		JobCompLoc=/run/cluster/slurm/jobcomp.txt
+		MailProg=/bin/true
+		# the guests' CPUs are emulated: generous timeouts
+		SlurmdTimeout=30
+		MessageTimeout=30
+		SlurmctldTimeout=60
+		BatchStartTimeout=60
+		InactiveLimit=0
+		KillWait=5
+		MinJobAge=600
+		ReturnToService=2
+		# a task that fails ends its step (rdmach's ranks then go too)
+		KillOnBadExit=1
+		# one vCPU per VM; CPUs= below is taken as given
+		SlurmdParameters=config_overrides
+		NodeName=$(IFS=,; echo "${HOSTS[*]}") CPUs=${RDMACH_VM_SLURM_CPUS:-4} State=UNKNOWN
+		PartitionName=vms Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+	EOF
+	echo 'CgroupPlugin=cgroup/v1' >"$CL/slurm/cgroup.conf"
+fi
+
 # --- the network ----------------------------------------------------------
 NET=()
 if [ "$DIRECT" = 1 ]; then
@@ -180,6 +247,7 @@ for i in $(seq 1 "$N"); do
 		printf 'export WORK=%q HOME=/root TERM=dumb\n' "$WORK"
 		printf 'export VM_HOSTNAME=%s VM_IP=192.0.2.%d VM_MTU=%s VM_NETDEV=eth0 VM_RXE=%d\n' \
 			"$h" $((10 + i)) "${MTU[$((i - 1))]}" "$rxe"
+		echo "export VM_SLURM=$SLURM"
 		echo 'export VM_MOUNTS=cluster:/run/cluster'
 		for v in ${RDMACH_VM_PASSENV:-}; do
 			[ -z "${!v+x}" ] || printf 'export %s=%q\n' "$v" "${!v}"
