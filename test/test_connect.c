@@ -390,6 +390,26 @@ static int cn_nodemap_parse(struct tst *t)
  * RDMACH_CONNECT=demand (arg "demand"), which reads only the records the
  * mapping calls local, connect fails instead (without ib: the "other
  * node" is out of reach; over ib the first contact names the mismatch). */
+/* Under demand a rank the mapping puts on another node is met at the
+ * first put: with no transport to it, connect itself fails; with ib, the
+ * first contact reads its record, whose host id contradicts the mapping.
+ * The put's result (0 until then, bounded), or connect's. */
+static int cn_first_put(rdmach_ctx_t *ctx, int peer)
+{
+	uint64_t deadline = rdmach_now_ns() + 5000000000ull;
+	uint8_t byte = 1;
+	struct iovec v = { &byte, 1 };
+	rdmach_conn_t *c;
+	ssize_t r = 0;
+	int ret = rdmach_conn(ctx, peer, &c);
+
+	if (ret)
+		return ret;
+	while (!r && rdmach_now_ns() < deadline)
+		r = rdmach_put(c, &v, 1);
+	return (int)(r < 0 ? r : 0);
+}
+
 static int cn_nodemap_mismatch(struct tst *t)
 {
 	int demand = t->c->arg && !strcmp(t->c->arg, "demand");
@@ -407,13 +427,15 @@ static int cn_nodemap_mismatch(struct tst *t)
 	TST_CHECK0(t, ret);
 	TST_CHECK0(t, tst_capture_begin(&cap, 0));
 	ret = rdmach_connect(ctx);
+	if (demand && !ret)
+		ret = cn_first_put(ctx, 1 - t->rank);
 	tst_capture_end(t, &cap, out, sizeof(out));
 	if (!demand && !ret)
 		TST_CHECK(t, rdmach_peer_local(ctx, 1 - t->rank) == 1,
 			  "the pair on one host is not local");
 	rdmach_finalize(&ctx);
 	if (demand) {
-		TST_CHECK(t, ret < 0, "connect under demand: %s",
+		TST_CHECK(t, ret < 0, "connect and first put under demand: %s",
 			  tst_errname(ret));
 		return 0;
 	}
