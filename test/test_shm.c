@@ -648,7 +648,9 @@ static int dup_both_ways(struct tst *t, rdmach_conn_t *c,
 }
 
 /* Rounds of dup_both_ways with fresh streams until one side's large
- * puts went by CMA (at most three); out->tickets sums them over rounds. */
+ * puts went by CMA (at most DUP_ROUNDS); out->tickets sums them over
+ * rounds. */
+#define DUP_ROUNDS 8
 static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
 		      uint8_t *in, size_t len, uint64_t seed_out,
 		      uint64_t seed_in)
@@ -656,7 +658,7 @@ static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
 	long large = 0, small = 0;
 	int round, ret = 0;
 
-	for (round = 1; round <= 3 && !ret; round++) {
+	for (round = 1; round <= DUP_ROUNDS && !ret; round++) {
 		uint64_t mine, theirs = 0;
 		struct iovec iov;
 		uint8_t *buf = out->buf;
@@ -723,7 +725,8 @@ static int shm_deferred_duplex(struct tst *t)
 		return -1;
 	/* both ways: fresh streams after the one-way message.  The choice
 	 * follows messages seen crossing, which a side that starts late (a
-	 * slow ASan run) may not see in one round: up to three rounds, until
+	 * slow ASan run, a loaded host) may not see in one round: up to
+	 * DUP_ROUNDS rounds, until
 	 * either side's large puts took CMA (both sides learn the count). */
 	out.buf = malloc(len);
 	in = malloc(len);
