@@ -652,13 +652,21 @@ int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
 	return 0;
 }
 
+/* Completions (the connection manager's messages among them), then
+ * retransmissions and time-outs; a failure there is a connection's,
+ * reported by its calls. */
+static void ib_cm_poll(struct ib_tl *tl)
+{
+	if (!ib_ep_poll(tl))
+		ib_cm_progress(tl);
+}
+
 void ib_cm_listen(struct rdmach_tl *base)
 {
 	struct ib_tl *tl = (struct ib_tl *)base;
 
-	/* a failure there is a connection's, reported by its calls */
-	if (tl->cm && !ib_ep_poll(tl))
-		ib_cm_progress(tl);
+	if (tl->cm)
+		ib_cm_poll(tl);
 }
 
 /* rdmach_connect's collective fence comes next, where this process
@@ -674,8 +682,7 @@ static void ib_cm_linger(struct ib_tl *tl, const int *peers, int npeers)
 	int i, waiting;
 
 	do {
-		if (!ib_ep_poll(tl))
-			ib_cm_progress(tl);
+		ib_cm_poll(tl);
 		now = rdmach_now_ns();
 		for (i = 0, waiting = 0; i < npeers && !waiting; i++) {
 			p = &tl->cm->peers[peers[i]];
