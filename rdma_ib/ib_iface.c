@@ -371,33 +371,41 @@ static void ib_print_stats(struct rdmach_tl *base, FILE *out)
 
 /* ---- rdmach_info --tune ------------------------------------------------------ */
 
-int ib_mem_report(FILE *out, int demand)
+/* A transport state holding only the knobs (rdmach_info's reports); NULL
+ * and *ret set on failure. */
+static struct ib_tl *ib_knobs_tl(unsigned int *port, int *ret)
 {
 	struct ib_tl *tl = calloc(1, sizeof(*tl));
+
+	*ret = tl ? ib_read_knobs(tl, port) : -ENOMEM;
+	if (*ret) {
+		free(tl);
+		return NULL;
+	}
+	return tl;
+}
+
+int ib_mem_report(FILE *out, uint64_t demand_above)
+{
 	unsigned int port;
 	int ret;
+	struct ib_tl *tl = ib_knobs_tl(&port, &ret);
 
-	if (!tl)
-		return -ENOMEM;
-	ret = ib_read_knobs(tl, &port);
-	if (!ret)
+	if (tl)
 		ib_srq_mem_report(out, &tl->srq_cfg, tl->ring_size,
-				  tl->rings_max, demand);
+				  tl->rings_max, demand_above);
 	free(tl);
 	return ret;
 }
 
 int ib_tune_report(FILE *out)
 {
-	struct ib_tl *tl = calloc(1, sizeof(*tl));
 	unsigned int port;
 	int ret;
+	struct ib_tl *tl = ib_knobs_tl(&port, &ret);
 
 	if (!tl)
-		return -ENOMEM;
-	ret = ib_read_knobs(tl, &port);
-	if (ret)
-		goto out;
+		return ret;
 	ret = ib_dev_open(&tl->dev, rdmach_knob_str(&ib_knobs[IB_K_DEVICE]),
 			  port, rdmach_knob_str(&ib_knobs[IB_K_GID]));
 	if (ret)

@@ -194,7 +194,8 @@ static void ib_srq_mem_line(FILE *out, uint64_t n, uint64_t active,
 }
 
 void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
-		       uint64_t ring_size, unsigned int rings_max, int demand)
+		       uint64_t ring_size, unsigned int rings_max,
+		       uint64_t demand_above)
 {
 	/* per peer with a ring: ring + ctrl page here, the mirror of its
 	 * ring (staging) in the peer; both directions counted, the ring
@@ -204,21 +205,22 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 				     cfg->buf_size : 0;
 	static const uint64_t ns[] = { 64, 1024, 16384, 65536 };
 	static const uint64_t as[] = { 2, 16, 64, UINT64_MAX };
-	int shared = demand && cfg->bufs;
 	unsigned int i, j;
 
-	fprintf(out, "# registered memory per process (rdma_ib), "
-		"RDMACH_CONNECT=%s: ring pair %" PRIu64 " KiB per peer with a "
-		"ring, ", demand ? "demand" : "all", warm / 1024);
-	if (shared)
-		fprintf(out, "shared pool %" PRIu64 " KiB, ctrl page 4 KiB "
-			"per cold peer, rings at most %u\n", fixed / 1024,
-			rings_max);
+	fprintf(out, "# registered memory per process (rdma_ib): ring pair "
+		"%" PRIu64 " KiB per peer with a ring; ", warm / 1024);
+	if (demand_above == UINT64_MAX)
+		fprintf(out, "RDMACH_CONNECT=all: every peer has one\n");
 	else
-		fprintf(out, "every peer connected has one\n");
+		fprintf(out, "on demand in jobs of more than %" PRIu64 " ranks: shared pool "
+			"%" PRIu64 " KiB, ctrl page 4 KiB per cold peer, rings "
+			"at most %u\n", demand_above, fixed / 1024, rings_max);
 	fprintf(out, "#   %8s %8s %8s %10s\n", "peers", "active", "rings",
 		"MiB");
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		/* a process of a job of ns[i] + 1 ranks */
+		int shared = ns[i] + 1 > demand_above && cfg->bufs;
+
 		for (j = 0; j < sizeof(as) / sizeof(as[0]); j++) {
 			uint64_t a = as[j] < ns[i] ? as[j] : ns[i];
 			uint64_t r = a < rings_max ? a : rings_max;

@@ -149,9 +149,11 @@ static inline uint8_t *ib_srq_tx_buf(const struct ib_srq *s, int32_t t)
 }
 
 /* Registered bytes per process for npeers connected peers of which
- * nrings hold a ring, with these settings (rdmach_info). */
+ * nrings hold a ring, with these settings (rdmach_info); jobs of more
+ * than demand_above ranks connect on demand (RDMACH_CONNECT: all is
+ * UINT64_MAX, demand 0, auto RDMACH_CONNECT_ALL_MAX). */
 void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 		       uint64_t ring_size, unsigned int rings_max,
-		       int demand);
+		       uint64_t demand_above);
 
 #endif /* RDMACH_IB_SRQ_H */

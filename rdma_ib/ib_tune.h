@@ -53,6 +53,6 @@ void ib_tune_run(struct ib_dev *dev, const char *mode, struct ib_tune *t);
 int ib_tune_report(FILE *out);
 /* rdmach_info: registered memory per process against peers and rings
  * with the current knobs (ib_iface.c). */
-int ib_mem_report(FILE *out, int demand);
+int ib_mem_report(FILE *out, uint64_t demand_above);
 
 #endif /* RDMACH_IB_TUNE_H */

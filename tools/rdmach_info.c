@@ -40,9 +40,16 @@ static void info_memory(void)
 {
 #ifdef RDMACH_HAVE_IB
 	const struct rdmach_knob *k = rdmach_knob_find("RDMACH_CONNECT");
+	const struct rdmach_knob *m = rdmach_knob_find("RDMACH_CONNECT_ALL_MAX");
 	const char *c = k ? rdmach_knob_str(k) : "all";
+	uint64_t above = UINT64_MAX;	/* all */
 
-	ib_mem_report(stdout, c && !strcmp(c, "demand"));
+	/* the rule rdmach_connect applies (core/rdmach.c) */
+	if (c && !strcmp(c, "demand"))
+		above = 0;
+	else if (c && !strcmp(c, "auto") && m && rdmach_knob_u64(m, &above))
+		return;		/* a bad value: said so by name */
+	ib_mem_report(stdout, above);
 #endif
 }
 
