@@ -49,6 +49,7 @@ mkdir -p "$LOGS"
 total_pass=0
 total_fail=0
 summary=()
+failures=()	# the first FAIL lines of each failed step, repeated at the end
 
 skipped() { case " $SKIP " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -89,6 +90,7 @@ run() {
 		p=0; f=1
 	fi
 	record "$label" "$p" "$f"
+	[ "$f" = 0 ] || failures+=("$label:" "$(grep -E '^ *FAIL ' "$log" | head -n 5 | cut -c1-300)")
 }
 
 # A run that must fail: passes when the binary reports the expected FAIL.
@@ -295,5 +297,10 @@ fi
 
 note "summary (logs in $LOGS)"
 for s in "${summary[@]}"; do echo "$s"; done
+# the failures again, where a reader of the log's tail sees them
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "=== failed"
+	for s in "${failures[@]}"; do [ -n "$s" ] && echo "$s"; done
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" = 0 ]
