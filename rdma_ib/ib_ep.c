@@ -1494,14 +1494,29 @@ ib_get_cold(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	return ib_get_idle(ic);
 }
 
-/* rdmach_peek on a cold connection: the rest of the data message at the
- * head of the queue, where it lies in the pool. */
-static ssize_t ib_peek_cold(struct ib_conn *ic, const void **buf)
+/* The unread rest of the data message at the head of a cold connection's
+ * queue, where it lies in the pool: its length, 0 if none is queued,
+ * -ENOMSG if the head is not data. */
+static ssize_t ib_cold_head(struct ib_conn *ic, const void **buf)
 {
 	struct ib_srq *s = ic->tl->srq;
 	struct ib_srq_hdr h;
 	const uint8_t *p;
 
+	if (ic->srx.head < 0)
+		return 0;
+	p = ib_srq_buf(s, (uint32_t)ic->srx.head);
+	memcpy(&h, p, sizeof(h));
+	if (h.type != RDMACH_PKT_DATA)
+		return -ENOMSG;
+	*buf = p + sizeof(h) + ic->srx.off;
+	return (ssize_t)(s->len[ic->srx.head] - sizeof(h) - ic->srx.off);
+}
+
+/* rdmach_peek on a cold connection; superpipeline chunks waiting to be
+ * posted are left to a get (-ENOMSG), as on the ring. */
+static ssize_t ib_peek_cold(struct ib_conn *ic, const void **buf)
+{
 	if (ic->srx.head < 0)
 		ib_ep_poll(ic->tl);
 	if (ic->srx.head < 0) {
@@ -1510,18 +1525,17 @@ static ssize_t ib_peek_cold(struct ib_conn *ic, const void **buf)
 		ic->idle_gets++;
 		return 0;
 	}
-	p = ib_srq_buf(s, (uint32_t)ic->srx.head);
-	memcpy(&h, p, sizeof(h));
-	if (h.type != RDMACH_PKT_DATA || ib_sp_unposted(&ic->sp))
+	if (ib_sp_unposted(&ic->sp))
 		return -ENOMSG;
-	*buf = p + sizeof(h) + ic->srx.off;
-	return (ssize_t)(s->len[ic->srx.head] - sizeof(h) - ic->srx.off);
+	return ib_cold_head(ic, buf);
 }
 
+/* What peek showed is consumed whatever was put since (a handler's reply
+ * may leave superpipeline chunks waiting for the peer's landing area). */
 static int ib_consume_cold(struct ib_conn *ic, size_t n)
 {
 	const void *buf;
-	ssize_t have = ib_peek_cold(ic, &buf);
+	ssize_t have = ib_cold_head(ic, &buf);
 
 	if (have <= 0 || n > (size_t)have)
 		return -EINVAL;

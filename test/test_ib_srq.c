@@ -4,7 +4,8 @@
  * byte-exact streams over a pool forced tiny (credits run out, puts
  * return 0 and go on), promotion to a ring in the middle of streams both
  * ways at once, a cap of 2 rings with 8 active peers, large messages
- * (zero-copy, superpipeline) from a cold peer; the counters of
+ * (zero-copy, superpipeline) from a cold peer, a read in place whose
+ * consume follows a large put back; the counters of
  * rdmach_print_stats say which path carried what, and the adapter's RNR
  * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "lib/tst.h"
 
 /* The ib line of rdmach_print_stats (rdma_ib/ib_iface.c). */
@@ -256,6 +258,99 @@ static int srq_large(struct tst *t)
 	return srq_check_rnr(t);
 }
 
+/* Rank 0's wait for rank 1's small message (SRQ_SMALL bytes) in place:
+ * peek's length (bytes from *off); a get of one byte (into in, *off
+ * moved) whenever peek says -ENOMSG, as a reader must; 0 on a stall. */
+#define SRQ_SMALL 100
+static ssize_t srq_peek_wait(struct tst *t, rdmach_conn_t *c, uint8_t *in,
+			     size_t *off, const void **p)
+{
+	uint64_t t0 = rdmach_now_ns();
+	ssize_t n = 0;
+
+	while (*off < SRQ_SMALL && rdmach_now_ns() - t0 < tst_stall_ns()) {
+		struct iovec one = { in + *off, 1 };
+
+		n = rdmach_peek(c, p);
+		if (n == -ENOMSG && (n = rdmach_get(c, &one, 1)) > 0) {
+			*off += (size_t)n;
+			continue;
+		}
+		if (n)
+			return n;
+		rdmach_progress(t->ctx);
+	}
+	return 0;
+}
+
+/* Rank 0 reads rank 1's small message in place on the cold path and,
+ * between rdmach_peek and rdmach_consume, puts a large message back (as
+ * MPI's handler of a rendezvous request does): its first superpipeline
+ * chunks wait for rank 1's landing area, which rank 1 only makes when it
+ * reads; the consume must still take what peek showed. */
+static int srq_peek_put_consume(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_LARGE", "superpipeline", "RDMACH_SPIPE_THRESHOLD", "16K",
+		"RDMACH_IB_RING_AFTER", "1000000000", NULL };
+	const size_t large = 1u << 20;
+	uint64_t seed = tst_stream_seed(t, 1, 0);
+	uint64_t lseed = tst_stream_seed(t, 0, 1);
+	uint8_t in[SRQ_SMALL];
+	struct iovec iov;
+	const void *p = NULL;
+	rdmach_conn_t *c;
+	size_t off = 0;
+	uint8_t *buf;
+	ssize_t n, w;
+	int iovcnt = 1, ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	c = tst_conn(t, 1 - t->rank);
+	if (!c)
+		return -1;
+	if (t->rank == 1) {
+		TST_CHECK0(t, tst_put_all(t, c, 0, seed, SRQ_SMALL));
+		TST_CHECK0(t, tst_barrier(t));
+		return tst_get_all(t, c, 0, lseed, large);
+	}
+	n = srq_peek_wait(t, c, in, &off, &p);
+	TST_CHECK(t, n > 0 && (size_t)n <= SRQ_SMALL - off, "peek after %zu "
+		  "bytes: %zd (%s)", off, n, tst_errname(n));
+	memcpy(in + off, p, (size_t)n);
+	buf = malloc(large);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, large, lseed, 0);
+	iov.iov_base = buf;
+	iov.iov_len = large;
+	w = rdmach_put(c, &iov, 1);
+	ret = rdmach_consume(c, (size_t)n);
+	if (w <= 0 || ret) {
+		free(buf);
+		return tst_fail(t, "put %zd (%s), then consume of the %zd "
+				"peeked bytes: %s", w, tst_errname(w), n,
+				tst_errname(ret));
+	}
+	off += (size_t)n;
+	ret = tst_barrier(t);
+	tst_iov_advance(&iov, &iovcnt, (size_t)w);
+	if (!ret && iovcnt)
+		ret = tst_xfer_iov(t, c, 1, &iov, 1);
+	free(buf);
+	if (!ret && off < SRQ_SMALL) {	/* peek showed part of it */
+		iov.iov_base = in + off;
+		iov.iov_len = SRQ_SMALL - off;
+		ret = tst_xfer_iov(t, c, 0, &iov, 1);
+	}
+	if (ret)
+		return ret;
+	TST_CHECK(t, tst_pat_check(in, SRQ_SMALL, seed, 0) == SRQ_SMALL,
+		  "the small message read in place differs from the one sent");
+	return 0;
+}
+
 static const struct tst_case srq_cases[] = {
 	{ "srq_tiny_pool", 2, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
 	{ "srq_tiny_pool_4", 4, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
@@ -264,6 +359,8 @@ static const struct tst_case srq_cases[] = {
 	{ "srq_cap_churn", 8, srq_cap_churn, TST_NO_CTX, NULL, { 0 } },
 	{ "srq_large_zcopy", 2, srq_large, TST_NO_CTX, "zcopy", { 0 } },
 	{ "srq_large_spipe", 2, srq_large, TST_NO_CTX, "superpipeline",
+	  { 0 } },
+	{ "srq_peek_put_consume", 2, srq_peek_put_consume, TST_NO_CTX, NULL,
 	  { 0 } },
 };
 
