@@ -647,15 +647,17 @@ static int dup_both_ways(struct tst *t, rdmach_conn_t *c,
 	return 0;
 }
 
-/* Rounds of dup_both_ways with fresh streams until one side's large
- * puts went by CMA (at most DUP_ROUNDS); out->tickets sums them over
- * rounds. */
+/* Rounds of dup_both_ways with fresh streams until both sides' large
+ * puts went by CMA in some round (at most DUP_ROUNDS; each side checks
+ * its own, and a side that starts late may see no crossing while the
+ * other does); out->tickets sums them over rounds. */
 #define DUP_ROUNDS 8
 static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
 		      uint8_t *in, size_t len, uint64_t seed_out,
 		      uint64_t seed_in)
 {
 	long large = 0, small = 0;
+	uint64_t theirs_total = 0;
 	int round, ret = 0;
 
 	for (round = 1; round <= DUP_ROUNDS && !ret; round++) {
@@ -680,7 +682,8 @@ static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
 		iov = (struct iovec){ &theirs, sizeof(theirs) };
 		if (!ret)
 			ret = tst_xfer_iov(t, c, 0, &iov, 1);
-		if (!ret && (mine || theirs))
+		theirs_total += theirs;
+		if (!ret && large && theirs_total)
 			break;
 	}
 	out->tickets[0] = large;
