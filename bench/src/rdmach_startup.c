@@ -15,7 +15,7 @@
  *   startup n=8 connect=demand pattern=ring connect_ms=.. first_ms=.. total_ms=..
  * BENCH_PROGRESS_MS=T then has rank 0 call rdmach_progress for T ms with
  * nothing to do, while the others wait, and print its CPU time per call,
- * the median, smallest and largest of 9 batches:
+ * the median, smallest and largest of 25 batches:
  *   progress n=8 connect=demand pattern=pair ns_per_call=.. min=.. max=..
  * RDMACH_STATS=1 adds each rank's counters (connections, out-of-band calls).
  */
@@ -104,7 +104,7 @@ static void su_first(rdmach_ctx_t *ctx, const char *pat, int me, int n)
 	free(sent);
 }
 
-#define SU_BATCHES 9
+#define SU_BATCHES 25
 
 /* CPU ns per idle rdmach_progress call over ms of wall time. */
 static double su_idle_progress(rdmach_ctx_t *ctx, uint64_t ms)
