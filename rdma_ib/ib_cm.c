@@ -64,6 +64,7 @@ struct ib_cm_peer {
 	uint32_t r_qpn;		/* its RC QP ours is connected to, or 0 */
 	int rtr;		/* it said its QP is connected to ours */
 	int active;		/* we want it up: retransmit until it is */
+	unsigned int pend_at;	/* while active: its index in ib_cm.pend */
 	int said_up;		/* a message of it had IB_CM_F_UP */
 	uint64_t deadline, next_tx, rto;
 	uint64_t last_rx;	/* when its last message was handled */
@@ -76,7 +77,8 @@ struct ib_cm {
 	unsigned int send_next, sends_out;
 	uint64_t nonce;
 	unsigned int dropped;	/* by the test hook so far */
-	unsigned int pending;	/* peers active or half-open */
+	unsigned int pending;	/* peers active or half-open ... */
+	int *pend;		/* ... their ranks, densely: [pending] */
 	struct ib_cm_peer *peers;	/* [ctx->size] */
 };
 
@@ -315,15 +317,30 @@ static struct ib_conn *ib_cm_ep(struct ib_tl *tl, int peer)
 	return ic;
 }
 
-static void ib_cm_set_pending(struct ib_cm *cm, struct ib_cm_peer *p, int on)
+/* In or out of the peers under way (cm->pend: what ib_cm_progress
+ * visits); one leaving gives its slot to the last. */
+static void ib_cm_set_pending(struct ib_cm *cm, int peer, int on)
 {
+	struct ib_cm_peer *p = &cm->peers[peer];
+	int last;
+
 	if (on && !p->active) {
 		p->active = 1;
-		cm->pending++;
+		p->pend_at = cm->pending;
+		cm->pend[cm->pending++] = peer;
 	} else if (!on && p->active) {
 		p->active = 0;
-		cm->pending--;
+		last = cm->pend[--cm->pending];
+		cm->pend[p->pend_at] = last;
+		cm->peers[last].pend_at = p->pend_at;
 	}
+}
+
+/* The core reports the connection, progress visits it. */
+static void ib_cm_conn_up(struct ib_tl *tl, int peer)
+{
+	rdmach_conn_up(&tl->base.ctx->conns[peer], &tl->base);
+	ib_ep_live_add(tl->conns[peer]);
 }
 
 /* Both QPs are connected to each other: the connection is up. */
@@ -332,10 +349,10 @@ static void ib_cm_up(struct ib_tl *tl, int peer)
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 
-	ib_cm_set_pending(tl->cm, p, 0);
+	ib_cm_set_pending(tl->cm, peer, 0);
 	if (conn->tl)
 		return;
-	rdmach_conn_up(conn, &tl->base);
+	ib_cm_conn_up(tl, peer);
 	rdmach_debug("ib: connected to rank %d (host %s), QP %u -> %u", peer,
 		     p->host, tl->conns[peer]->qp->qp_num, p->r_qpn);
 }
@@ -474,7 +491,7 @@ static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 		p->rto = IB_CM_RTO_NS;
 		p->next_tx = rdmach_now_ns() + p->rto;
 	}
-	ib_cm_set_pending(tl->cm, p, 1);
+	ib_cm_set_pending(tl->cm, peer, 1);
 	rdmach_info("ib: rank %d: path MTU %s (this port %s, the peer's %s, "
 		    "RDMACH_IB_MTU %s here)", peer,
 		    ib_mtu_str(ib_path_mtu(&tl->dev, &r, &tl->qpp)),
@@ -556,7 +573,7 @@ static int ib_cm_self(struct ib_tl *tl, int me)
 	ib_ep_local_addr(ic, ic->loop_qp, &r);
 	if (ib_ep_connect(ic, &r))
 		return -EIO;
-	rdmach_conn_up(&tl->base.ctx->conns[me], &tl->base);
+	ib_cm_conn_up(tl, me);
 	return 0;
 }
 
@@ -579,46 +596,59 @@ static int ib_cm_start(struct ib_tl *tl, int peer)
 		p->deadline = now + tl->base.ctx->connect_timeout_ns;
 		p->rto = IB_CM_RTO_NS;
 	}
-	ib_cm_set_pending(tl->cm, p, 1);
+	ib_cm_set_pending(tl->cm, peer, 1);
 	p->next_tx = now + p->rto;
 	ib_cm_send(tl, peer);
 	return 0;
 }
 
-/* One peer under way: retransmit when due, fail at its deadline. */
-static void ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
+/* One peer under way: retransmit when due, fail at its deadline.  1
+ * while it stays under way, 0 when it left (failed, here or elsewhere). */
+static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 {
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 
+	if (conn->err) {	/* failed elsewhere: nothing to retransmit */
+		ib_cm_set_pending(tl->cm, peer, 0);
+		return 0;
+	}
 	if (now >= p->deadline) {
-		ib_cm_set_pending(tl->cm, p, 0);
+		ib_cm_set_pending(tl->cm, peer, 0);
 		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s did "
 				 "not answer the connection request within "
 				 "%" PRIu64 " ms (RDMACH_CONNECT_TIMEOUT_MS)",
 				 peer, p->host,
 				 tl->base.ctx->connect_timeout_ns / 1000000u);
-		return;
+		return 0;
 	}
-	if (now < p->next_tx)
-		return;
-	p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 : IB_CM_RTO_MAX_NS;
-	p->next_tx = now + p->rto;
-	ib_cm_send(tl, peer);
+	if (now >= p->next_tx) {
+		p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 :
+			 IB_CM_RTO_MAX_NS;
+		p->next_tx = now + p->rto;
+		ib_cm_send(tl, peer);
+	}
+	return 1;
 }
 
+/* The peers under way only (cm->pend), not every rank: one that leaves
+ * gives its slot to the last, visited next. */
 void ib_cm_progress(struct ib_tl *tl)
 {
 	struct ib_cm *cm = tl->cm;
+	unsigned int i;
 	uint64_t now;
-	int i;
 
 	if (!cm || !cm->pending)
 		return;
 	now = rdmach_now_ns();
-	for (i = 0; i < tl->base.ctx->size && cm->pending; i++)
-		if (cm->peers[i].active && !tl->base.ctx->conns[i].err)
-			ib_cm_tick(tl, i, now);
+	for (i = 0; i < cm->pending;)
+		i += (unsigned int)ib_cm_tick(tl, cm->pend[i], now);
+}
+
+unsigned int ib_cm_pending(const struct ib_tl *tl)
+{
+	return tl->cm ? tl->cm->pending : 0;
 }
 
 int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
@@ -630,6 +660,8 @@ int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
 	if (!tl->cm)
 		return rdmach_conn_fail(conn, -ENOTCONN, "no connection "
 					"manager");
+	if (conn->err)
+		return conn->err;
 	if (start && !conn->tl) {
 		ret = ib_cm_start(tl, peer);
 		if (ret)
@@ -739,8 +771,9 @@ int ib_cm_open(struct ib_tl *tl)
 	tl->cm_wc = ib_cm_wc;
 	cm->nonce = ib_cm_new_nonce();
 	cm->peers = calloc((size_t)tl->base.ctx->size, sizeof(*cm->peers));
+	cm->pend = calloc((size_t)tl->base.ctx->size, sizeof(*cm->pend));
 	cm->buf = calloc(1, len);
-	if (!cm->peers || !cm->buf)
+	if (!cm->peers || !cm->pend || !cm->buf)
 		goto err;
 	cm->mr = ibv_reg_mr(tl->dev.pd, cm->buf, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!cm->mr) {
@@ -774,6 +807,7 @@ void ib_cm_close(struct ib_tl *tl)
 	if (cm->mr)
 		ibv_dereg_mr(cm->mr);
 	free(cm->buf);
+	free(cm->pend);
 	free(cm->peers);
 	free(cm);
 	tl->cm = NULL;

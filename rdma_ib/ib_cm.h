@@ -34,6 +34,8 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers);
 
 /* Retransmissions and time-outs of the connections under way. */
 void ib_cm_progress(struct ib_tl *tl);
+/* How many are under way (RDMACH_STATS). */
+unsigned int ib_cm_pending(const struct ib_tl *tl);
 
 /* Send queue and receive entries the UD QP adds to the shared CQ. */
 #define IB_CM_CQE 384

@@ -1293,15 +1293,14 @@ static void ib_cold_tell(struct ib_conn *ic, int now)
 static void ib_cold_hungry(struct ib_tl *tl)
 {
 	struct ib_srq *s = tl->srq;
-	int size = tl->base.ctx->size, k;
+	/* the connections up, not every rank; one joining meanwhile (a
+	 * poll while posting) waits for the next round */
+	unsigned int n = tl->nlive, k;
 
-	for (k = 0; k < size && ib_srq_free(s); k++) {
-		int i = (int)((tl->grant_next + (unsigned int)k) %
-			      (unsigned int)size);
-		struct ib_conn *o = tl->conns[i];
+	for (k = 0; k < n && ib_srq_free(s); k++) {
+		struct ib_conn *o = tl->live[(tl->grant_next + k) % n];
 
-		if (!o || !o->rx_cold || o->broken ||
-		    o->conn->tl != &tl->base)
+		if (!o->rx_cold || o->broken)
 			continue;
 		if (o->srx.granted == o->srx.told &&
 		    ib_peer_load64(&o->ctrl->srq_ask) == o->srx.told + 1 &&
@@ -1311,7 +1310,8 @@ static void ib_cold_hungry(struct ib_tl *tl)
 		}
 		ib_cold_tell(o, 1);
 	}
-	tl->grant_next = (tl->grant_next + (unsigned int)k) % (unsigned int)size;
+	if (n)
+		tl->grant_next = (tl->grant_next + k) % n;
 }
 
 /* Buffers read go back as credits: to this peer (the pool covers every
@@ -1806,8 +1806,32 @@ static void ib_cold_release(struct ib_conn *ic)
 		ib_srq_rx_release(s, &ic->srx);
 }
 
+void ib_ep_live_add(struct ib_conn *ic)
+{
+	struct ib_tl *tl = ic->tl;
+
+	if (ic->live_at >= 0)
+		return;
+	ic->live_at = (int)tl->nlive;
+	tl->live[tl->nlive++] = ic;	/* one entry per rank at most: fits */
+}
+
+void ib_ep_live_drop(struct ib_conn *ic)
+{
+	struct ib_tl *tl = ic->tl;
+	struct ib_conn *last;
+
+	if (ic->live_at < 0)
+		return;
+	last = tl->live[--tl->nlive];
+	last->live_at = ic->live_at;
+	tl->live[ic->live_at] = last;
+	ic->live_at = -1;
+}
+
 void ib_ep_destroy(struct ib_conn *ic)
 {
+	ib_ep_live_drop(ic);
 	if (ic->tl->srq && ic->sig)
 		ib_cold_release(ic);
 	if (ic->ring_held)
@@ -1894,6 +1918,7 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 		return NULL;
 	ic->tl = tl;
 	ic->conn = &tl->base.ctx->conns[peer];
+	ic->live_at = -1;
 	while (sigs < tl->sq_depth)
 		sigs <<= 1;
 	ic->sig = calloc(sigs, sizeof(*ic->sig));

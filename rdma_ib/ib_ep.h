@@ -69,6 +69,7 @@ struct ib_sig {			/* a signalled WR in flight */
 struct ib_conn {
 	struct rdmach_conn *conn;
 	struct ib_tl *tl;
+	int live_at;		/* index in tl->live, or -1 */
 	struct ibv_qp *qp;
 	struct ibv_qp *loop_qp;	/* connection to self: the responder QP */
 	uint8_t *buf;
@@ -153,6 +154,11 @@ int ib_ep_consume(struct rdmach_conn *conn, size_t n);
 
 /* Credits both ways and liveness, without moving data. */
 void ib_ep_progress(struct ib_conn *ic);
+
+/* The connection is up: it joins tl->live (once).  drop: it leaves
+ * (failed, or destroyed), the last entry taking its place. */
+void ib_ep_live_add(struct ib_conn *ic);
+void ib_ep_live_drop(struct ib_conn *ic);
 
 /* Finalize: tell the peer our final head; is everything we posted done
  * (or moot: the peer left or the connection failed)? */

@@ -112,10 +112,14 @@ static const char *const ib_mode_names[] = {
 
 /* ---- progress ------------------------------------------------------------ */
 
+/* The connections up (tl->live), not every rank: an idle call costs what
+ * the peers in use do, not the job size.  A failed one leaves the list
+ * here, the last entry taking its slot (visited next: none is skipped). */
 static int ib_progress(struct rdmach_tl *base)
 {
 	struct ib_tl *tl = (struct ib_tl *)base;
-	int i, ret;
+	unsigned int i;
+	int ret;
 
 	if (!tl->cq)
 		return 0;
@@ -123,9 +127,16 @@ static int ib_progress(struct rdmach_tl *base)
 	if (ret)
 		return ret;
 	ib_cm_progress(tl);
-	for (i = 0; i < base->ctx->size; i++)
-		if (tl->conns[i] && base->ctx->conns[i].tl == base)
-			ib_ep_progress(tl->conns[i]);
+	for (i = 0; i < tl->nlive;) {
+		struct ib_conn *ic = tl->live[i];
+
+		if (ic->broken || ic->conn->err) {
+			ib_ep_live_drop(ic);
+			continue;
+		}
+		ib_ep_progress(ic);
+		i++;
+	}
 	return 0;
 }
 
@@ -205,9 +216,10 @@ static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 	if (ret)
 		goto err_free;
 	tl->conns = calloc((size_t)ctx->size, sizeof(*tl->conns));
-	if (!tl->conns) {
+	tl->live = calloc((size_t)ctx->size, sizeof(*tl->live));
+	if (!tl->conns || !tl->live) {
 		ret = -ENOMEM;
-		goto err_dev;
+		goto err_conns;
 	}
 	ret = ib_zc_open(&tl->zc, &tl->dev, &tl->zc_cfg, ctx);
 	if (ret)
@@ -221,8 +233,8 @@ static int ib_open(struct rdmach_ctx *ctx, struct rdmach_tl **tlp)
 err_zc:
 	ib_zc_close(tl->zc);
 err_conns:
+	free(tl->live);
 	free(tl->conns);
-err_dev:
 	ib_dev_close(&tl->dev);
 err_free:
 	free(tl);
@@ -345,6 +357,7 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	ib_large_close(&tl->large);
 	ib_zc_close(tl->zc);
 	ib_dev_close(&tl->dev);
+	free(tl->live);
 	free(tl->conns);
 	free(tl);
 	return ret;
@@ -367,6 +380,8 @@ static void ib_print_stats(struct rdmach_tl *base, FILE *out)
 		st->grants_sent, st->rings, st->rings_max, st->promotions,
 		st->switches, st->at_cap, tl->rings_max,
 		tl->srq ? tl->srq_cfg.bufs : 0, tl->srq_cfg.buf_size);
+	fprintf(out, "# ib progress: %u connections up and polled, %u being "
+		"made\n", tl->nlive, ib_cm_pending(tl));
 }
 
 /* ---- rdmach_info --tune ------------------------------------------------------ */

@@ -33,6 +33,10 @@ struct ib_tl {
 	struct ib_dev dev;
 	struct ibv_cq *cq;
 	struct ib_conn **conns;	/* [ctx->size], NULL for other transports */
+	/* the connections up and not failed, densely (ib_conn.live_at is
+	 * each one's index): progress visits these, not every rank */
+	struct ib_conn **live;
+	unsigned int nlive;
 	enum ring_mode mode;
 	uint64_t ring_size, chunk, credit_thr;
 	unsigned int sq_depth, inline_want, inline_max;
@@ -54,7 +58,8 @@ struct ib_tl {
 	struct ib_srq_cfg srq_cfg;
 	uint64_t ring_after;	/* shared-path messages that earn a ring */
 	unsigned int rings_max;	/* receive rings offered, at most */
-	unsigned int grant_next;	/* round robin of credits asked for */
+	unsigned int grant_next;	/* round robin of credits asked for
+					 * (an index in live) */
 	unsigned int grant_tick;
 	struct ib_srq_stats srq_st;
 };

@@ -7,7 +7,9 @@
  * set-up (-ECONNRESET within RDMACH_CONNECT_TIMEOUT_MS, a message naming
  * its rank and host); and a rank that talks to one peer of four makes
  * one connection (rdmach's counters, and the kernel's QPs where the
- * rdma tool shows them).  Every case sets RDMACH_CONNECT=demand itself;
+ * rdma tool shows them); progress visits the connections up, and only
+ * those: a dead peer is found by rdmach_progress alone, whose list then
+ * drops it.  Every case sets RDMACH_CONNECT=demand itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
  */
 #define _GNU_SOURCE
@@ -205,6 +207,35 @@ static int cn_lost_messages(struct tst *t)
 	return ret;
 }
 
+/* What rdmach_print_stats says of ib's progress: the connections it
+ * polls and those being made; -1 when it says nothing. */
+static int cn_progress_counts(rdmach_ctx_t *ctx, long *polled, long *making)
+{
+	char *buf = NULL, *p;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	*polled = *making = -1;
+	if (!f)
+		return -1;
+	rdmach_print_stats(ctx, f);
+	fclose(f);
+	p = buf ? strstr(buf, "# ib progress: ") : NULL;
+	if (p && sscanf(p, "# ib progress: %ld connections up and polled, "
+			"%ld being made", polled, making) != 2)
+		*polled = *making = -1;
+	free(buf);
+	return *polled < 0 ? -1 : 0;
+}
+
+static long cn_polled(rdmach_ctx_t *ctx)
+{
+	long polled, making;
+
+	cn_progress_counts(ctx, &polled, &making);
+	return polled;
+}
+
 static void cn_die(struct tst *t)
 {
 	__atomic_store_n(&t->shared[CN_DEATH_NS], rdmach_now_ns(),
@@ -219,6 +250,7 @@ static int cn_survive(struct tst *t, rdmach_ctx_t *ctx, rdmach_conn_t *c)
 	static uint8_t buf[64];
 	struct iovec v = { buf, sizeof(buf) };
 	uint64_t t0, bound = (CN_TIMEOUT_MS + 4000) * 1000000ull;
+	long polled, making;
 	ssize_t n;
 
 	while (!__atomic_load_n(&t->shared[CN_DEATH_NS], __ATOMIC_SEQ_CST))
@@ -234,6 +266,12 @@ static int cn_survive(struct tst *t, rdmach_ctx_t *ctx, rdmach_conn_t *c)
 		  strstr(rdmach_conn_error(c), "host "),
 		  "the message names neither rank nor host: %s",
 		  rdmach_conn_error(c));
+	/* nothing left to retransmit or poll */
+	rdmach_progress(ctx);
+	TST_CHECK(t, !cn_progress_counts(ctx, &polled, &making) &&
+		  polled == 0 && making == 0, "after the failure: %ld "
+		  "connections polled, %ld being made (want 0 and 0)", polled,
+		  making);
 	rdmach_finalize(&ctx);
 	return 0;
 }
@@ -333,6 +371,53 @@ static int cn_only_pairs(struct tst *t)
 	TST_CHECK0(t, tst_barrier(t));	/* nobody finalizes before all count */
 	rdmach_finalize(&ctx);
 	return ret;
+}
+
+/* Four ranks, pairs (0, 1) and (2, 3): each polls its one connection,
+ * not the job's.  Rank 3 dies; rank 2 then calls nothing but
+ * rdmach_progress, which alone must find the death (its keepalive:
+ * within 1.5 x RDMACH_PEER_TIMEOUT_MS and the adapter's retries) and
+ * then poll nothing; the pair (0, 1) goes on polling its own. */
+static int cn_progress_list(struct tst *t)
+{
+	uint64_t t0, bound = 15000000000ull;
+	int peer = t->rank ^ 1, k, ret;
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+
+	setenv("RDMACH_PEER_TIMEOUT_MS", "1000", 1);
+	ret = cn_open(t, &o, 0, &ctx, peer, &c);
+	if (ret)
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	ret = cn_exchange(t, c, peer, 11);
+	if (!ret && cn_polled(ctx) != 1)
+		ret = tst_fail(t, "%ld connections polled (want 1, to rank "
+			       "%d)", cn_polled(ctx), peer);
+	TST_CHECK0(t, tst_barrier(t));	/* both pairs up, nothing in flight */
+	if (ret || t->rank == 3) {
+		if (!ret)
+			cn_die(t);
+		rdmach_finalize(&ctx);
+		return ret;
+	}
+	while (!__atomic_load_n(&t->shared[CN_DEATH_NS], __ATOMIC_SEQ_CST))
+		usleep(1000);
+	t0 = rdmach_now_ns();
+	for (k = 0; t->rank < 2 && k < 1000; k++)
+		TST_CHECK0(t, rdmach_progress(ctx));
+	while (t->rank == 2 && !rdmach_conn_error(c)[0] &&
+	       rdmach_now_ns() - t0 < bound)
+		rdmach_progress(ctx);
+	TST_CHECK(t, t->rank < 2 || strstr(rdmach_conn_error(c), "rank 3"),
+		  "rdmach_progress alone did not find rank 3 dead within "
+		  "%.1f s", (double)(rdmach_now_ns() - t0) / 1e9);
+	rdmach_progress(ctx);
+	TST_CHECK(t, cn_polled(ctx) == (t->rank < 2),
+		  "%ld connections polled after rank 3 died (want %d)",
+		  cn_polled(ctx), t->rank < 2);
+	rdmach_finalize(&ctx);
+	return 0;
 }
 
 /* PMI_process_mapping, strictly: blocks in turn, repeated; anything
@@ -466,6 +551,9 @@ static const struct tst_case cn_cases[] = {
 	  CN_VICTIM_1 },
 	{ "only_pairs", 4, cn_only_pairs, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "progress_list", 4, cn_progress_list,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
+	  { 0, 0, 0, -SIGKILL } },
 };
 
 int main(int argc, char **argv)

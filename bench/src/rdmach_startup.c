@@ -3,15 +3,20 @@
  * or mpiexec): rdmach_init + rdmach_connect, then a first 8-byte message
  * to each peer of a pattern and one back from each, every rank timed.
  *
- *   rdmach_run -n 8 build/bin/rdmach_startup [all|ring|none]
+ *   rdmach_run -n 8 build/bin/rdmach_startup [all|ring|pair|none]
  *
  *   all   every rank to every other (all pairs connect)
  *   ring  to rank+1 and from rank-1 (two connections per rank)
+ *   pair  to and from rank^1 (one connection per rank)
  *   none  no message
  *
  * Rank 0 prints one line: N, RDMACH_CONNECT, the pattern and the slowest
  * rank's init+connect and first-message times in ms, and their sum:
  *   startup n=8 connect=demand pattern=ring connect_ms=.. first_ms=.. total_ms=..
+ * BENCH_PROGRESS_MS=T then has rank 0 call rdmach_progress for T ms with
+ * nothing to do, while the others wait, and print its CPU time per call,
+ * the median, smallest and largest of 25 batches:
+ *   progress n=8 connect=demand pattern=pair ns_per_call=.. min=.. max=..
  * RDMACH_STATS=1 adds each rank's counters (connections, out-of-band calls).
  */
 #include <errno.h>
@@ -31,6 +36,14 @@ static double su_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static uint64_t su_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int su_die(const char *what, int err)
 {
 	fprintf(stderr, "rdmach_startup: %s: %s\n", what, rdmach_strerror(err));
@@ -42,6 +55,8 @@ static int su_to(const char *pat, int me, int p, int n)
 {
 	if (p == me || !strcmp(pat, "none"))
 		return 0;
+	if (!strcmp(pat, "pair"))
+		return p == (me ^ 1);
 	return !strcmp(pat, "all") || p == (me + 1) % n;
 }
 
@@ -89,10 +104,59 @@ static void su_first(rdmach_ctx_t *ctx, const char *pat, int me, int n)
 	free(sent);
 }
 
+#define SU_BATCHES 25
+
+/* CPU ns per idle rdmach_progress call over ms of wall time. */
+static double su_idle_progress(rdmach_ctx_t *ctx, uint64_t ms)
+{
+	uint64_t end = su_ns(CLOCK_MONOTONIC) + ms * 1000000u, calls = 0;
+	uint64_t cpu0 = su_ns(CLOCK_PROCESS_CPUTIME_ID);
+	int i, ret;
+
+	do {
+		for (i = 0; i < 256; i++) {
+			ret = rdmach_progress(ctx);
+			if (ret)
+				su_die("rdmach_progress", ret);
+		}
+		calls += 256;
+	} while (su_ns(CLOCK_MONOTONIC) < end);
+	return (double)(su_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / (double)calls;
+}
+
+static int su_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* BENCH_PROGRESS_MS: rank 0's idle cost, in SU_BATCHES batches, while the
+ * others wait in the fence (asleep: with more ranks than cores, spinning
+ * ranks would time each other's preemption). */
+static void su_progress(rdmach_ctx_t *ctx, rdmach_oob_t *oob, const char *pat,
+			const char *mode, uint64_t ms)
+{
+	double ns[SU_BATCHES];
+	int b;
+
+	oob->fence(oob->arg);	/* every first message is in */
+	if (oob->rank == 0) {
+		for (b = 0; b < SU_BATCHES; b++)
+			ns[b] = su_idle_progress(ctx, ms / SU_BATCHES + 1);
+		qsort(ns, SU_BATCHES, sizeof(*ns), su_cmp);
+		printf("progress n=%d connect=%s pattern=%s ns_per_call=%.1f "
+		       "min=%.1f max=%.1f\n", oob->size, mode ? mode : "all",
+		       pat, ns[SU_BATCHES / 2], ns[0], ns[SU_BATCHES - 1]);
+	}
+	oob->fence(oob->arg);
+}
+
 int main(int argc, char **argv)
 {
 	const char *pat = argc > 1 ? argv[1] : "ring";
 	const char *mode = getenv("RDMACH_CONNECT");
+	const char *pms = getenv("BENCH_PROGRESS_MS");
 	char key[32], val[64];
 	double t0, t1, t2, cmax = 0, fmax = 0, c, f;
 	rdmach_pmi_t *pmi;
@@ -129,6 +193,8 @@ int main(int argc, char **argv)
 		printf("startup n=%d connect=%s pattern=%s connect_ms=%.1f "
 		       "first_ms=%.1f total_ms=%.1f\n", oob.size,
 		       mode ? mode : "all", pat, cmax, fmax, cmax + fmax);
+	if (pms && atoi(pms) > 0)
+		su_progress(ctx, &oob, pat, mode, (uint64_t)atoi(pms));
 	rdmach_finalize(&ctx);
 	rdmach_pmi_finalize(pmi);
 	return 0;
