@@ -339,7 +339,7 @@ static int cn_only_pairs(struct tst *t)
  * malformed or out of bounds refused without touching the output. */
 static int cn_nodemap_parse(struct tst *t)
 {
-	static const struct { const char *s; int size, ok; int node[8]; } c[] = {
+	static const struct { const char *s; int size, ok; int node[12]; } c[] = {
 		{ "(vector,(0,1,4))", 4, 1, { 0, 0, 0, 0 } },
 		{ "(vector,(0,2,2))", 4, 1, { 0, 0, 1, 1 } },
 		{ "(vector,(0,2,1))", 5, 1, { 0, 1, 0, 1, 0 } },
@@ -351,7 +351,36 @@ static int cn_nodemap_parse(struct tst *t)
 		{ "(vector,(0,1,2),3)", 4, 1, { 0, 0, 3, 0 } },
 		{ "(vector,16777216)", 1, 0, { 0 } },
 		{ "(vector,0x)", 1, 0, { 0 } },
-		{ "(vector,[(0,2,1)]x2)", 4, 0, { 0 } },
+		/* MPICH 4.3 and 5.0's Hydra (MPL_rankmap_array_to_str):
+		 * "[blocks]xN" repeats in place; what its writer gives for
+		 * round-robin, vm1:2,vm2:2 cyclic and an irregular layout */
+		{ "(vector,[(0,2,1)]x4)", 8, 1, { 0, 1, 0, 1, 0, 1, 0, 1 } },
+		{ "(vector,[(0,2,1)]x2,0)", 5, 1, { 0, 1, 0, 1, 0 } },
+		{ "(vector,[(0,2,2)]x2)", 8, 1, { 0, 0, 1, 1, 0, 0, 1, 1 } },
+		{ "(vector,[(0,2,2)]x2,(0,1,2))", 10, 1,
+		  { 0, 0, 1, 1, 0, 0, 1, 1, 0, 0 } },
+		{ "(vector,[(0,1,2),1]x2,2)", 7, 1, { 0, 0, 1, 0, 0, 1, 2 } },
+		{ "(vector,[(0,3,1)]x2,0)", 7, 1, { 0, 1, 2, 0, 1, 2, 0 } },
+		{ "(vector,[(0,2,1)]x2,(2,1,2),3,(2,2,1))", 9, 1,
+		  { 0, 1, 0, 1, 2, 2, 3, 2, 3 } },
+		/* groups in turn; a repeat beyond the job stops at its end */
+		{ "(vector,[0]x2,[1,2]x2)", 6, 1, { 0, 0, 1, 2, 1, 2 } },
+		{ "(vector,[(0,2,1)]x16777216)", 3, 1, { 0, 1, 0 } },
+		/* the whole mapping again when it is shorter than the job */
+		{ "(vector,[0]x2,1)", 6, 1, { 0, 0, 1, 0, 0, 1 } },
+		{ "(vector,[[(0,2,1)]x2]x2)", 8, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x0)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x16777217)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]2)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)])", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)x2)", 4, 0, { 0 } },
+		{ "(vector,(0,2,1)]x2)", 4, 0, { 0 } },
+		{ "(vector,[]x2)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1),]x2)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x2,)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x-1)", 4, 0, { 0 } },
+		{ "(vector, [(0,2,1)]x2)", 4, 0, { 0 } },
 		{ "(vector)", 2, 0, { 0 } },
 		{ "(vector,(0,0,1))", 2, 0, { 0 } },
 		{ "(vector,(0,1,0))", 2, 0, { 0 } },
@@ -365,21 +394,27 @@ static int cn_nodemap_parse(struct tst *t)
 	};
 	char why[160];
 	size_t i;
-	int node[8], k, ret;
+	int node[12], k, ret;
 
 	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
-		for (k = 0; k < 8; k++)
+		for (k = 0; k < 12; k++)
 			node[k] = -5;
 		ret = rdmach_nodemap_parse(c[i].s, c[i].size, node, why,
 					   sizeof(why));
 		TST_CHECK(t, (ret == 0) == c[i].ok, "\"%s\": %s", c[i].s,
 			  tst_errname(ret));
-		for (k = 0; k < 8; k++)
+		for (k = 0; k < 12; k++)
 			TST_CHECK(t, node[k] == (c[i].ok && k < c[i].size ?
 						 c[i].node[k] : -5),
 				  "\"%s\": rank %d on node %d", c[i].s, k,
 				  node[k]);
 	}
+	/* the message says where and what */
+	ret = rdmach_nodemap_parse("(vector,[[(0,2,1)]x2]x2)", 8, node, why,
+				   sizeof(why));
+	TST_CHECK(t, ret == -EINVAL && strstr(why, "offset 9: a group inside "
+					      "a group"),
+		  "nested group: %s, \"%s\"", tst_errname(ret), why);
 	return 0;
 }
 
