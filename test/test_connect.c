@@ -1,6 +1,7 @@
 /*
- * test_connect.c - start-up from PMI_process_mapping (the parser, and a
- * mapping that contradicts the host ids) and connections on demand (RDMACH_CONNECT=demand, the ib
+ * test_connect.c - start-up from PMI_process_mapping (the parser, a
+ * mapping that contradicts the host ids, one in MPICH 4.3's repeat form
+ * read without a warning) and connections on demand (RDMACH_CONNECT=demand, the ib
  * transport's connection manager): both ends making first contact at the
  * same moment, many times over, byte-checked; lost connection messages
  * (RDMACH_IB_CM_DROP) retried; a peer that dies before or during the
@@ -482,6 +483,36 @@ static int cn_nodemap_mismatch(struct tst *t)
 	return 0;
 }
 
+/* A mapping in MPICH 4.3's repeat form that puts both ranks on one node
+ * is read, not refused: no warning, and under demand (which reads the
+ * records of the mapped node only) the pair connects over shm. */
+static int cn_nodemap_repeat(struct tst *t)
+{
+	struct tst_capture cap;
+	char out[4096];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	int ret;
+
+	cn_oob_init(&o, t, 0);
+	o.mapping = "(vector,[0]x2)";
+	setenv("RDMACH_CONNECT", "demand", 1);
+	ret = rdmach_init(&ctx, &o.oob);
+	unsetenv("RDMACH_CONNECT");
+	TST_CHECK0(t, ret);
+	TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	ret = rdmach_connect(ctx);
+	tst_capture_end(t, &cap, out, sizeof(out));
+	if (!ret)
+		TST_CHECK(t, rdmach_peer_local(ctx, 1 - t->rank) == 1,
+			  "the pair on one node is not local");
+	rdmach_finalize(&ctx);
+	TST_CHECK(t, ret == 0, "connect: %s (%s)", tst_errname(ret), out);
+	TST_CHECK(t, !strstr(out, "PMI_process_mapping"),
+		  "the mapping was not read: %s", out);
+	return 0;
+}
+
 #define CN_VICTIM_1 { 0, -SIGKILL }
 
 static const struct tst_case cn_cases[] = {
@@ -490,6 +521,8 @@ static const struct tst_case cn_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "nodemap_mismatch_demand", 2, cn_nodemap_mismatch,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, "demand", { 0 } },
+	{ "nodemap_repeat", 2, cn_nodemap_repeat,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "simultaneous", 2, cn_simultaneous, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "lost_messages", 2, cn_lost_messages,
