@@ -86,8 +86,8 @@ static void check_members(MPI_Comm node, int rank, int size)
 	free(hosts);
 }
 
-/* The value rank r contributes at index i, and what the sum over n ranks
- * must be (unsigned: wraps as MPI_SUM of MPI_UNSIGNED does). */
+/* The value rank r contributes at index i (the sums wrap, unsigned, as
+ * MPI_SUM of MPI_UNSIGNED does). */
 static unsigned int coll_val(size_t i, int r)
 {
 	return (unsigned int)(i * 2654435761u) ^ (unsigned int)r << 24;
