@@ -3,10 +3,14 @@
  * rdmach_run) says which ranks share a node: "(vector,(start,nodes,ppn),
  * ...)" - each block puts ppn consecutive ranks on each of the nodes
  * start..start+nodes-1, the blocks in turn, repeated until every rank has
- * a node (MPICH's reading); a bare node id is (id,1,1), as MPICH 4.3's
- * Hydra writes it.  MPICH 4.3's repeat form "[...]xN" is refused (the
- * caller then reads every rank's host id).  It comes from the process manager: foreign
- * text, parsed strictly with bounds on every number and count.
+ * a node (MPICH's reading); a bare node id is (id,1,1), and "[b,...]xN"
+ * repeats the blocks b,... N times in place, as MPICH 4.3 and 5.0's Hydra
+ * write them (MPL_rankmap_array_to_str: "(vector,[(0,2,1)]x4)" is 8 ranks
+ * round-robin on 2 nodes); Slurm writes triples only.  Anything else
+ * (nested groups, blanks, N of 0) is refused with the offset and what was
+ * wrong (the caller then reads every rank's host id).  It comes from the
+ * process manager: foreign text, parsed strictly with bounds on every
+ * number and count.
  */
 #ifndef RDMACH_CORE_NODEMAP_H
 #define RDMACH_CORE_NODEMAP_H

@@ -10,12 +10,20 @@
 #          every message read in place from rdma_ib's ring, and 8 ranks
 #          under RDMACH_CONNECT=demand exchanging with their ring
 #          neighbours only (each has made 2 ib connections at MPI_Finalize),
-#          then with all-to-all too (4: every rank on the other VM)
+#          then with all-to-all too (4: every rank on the other VM),
+#          and mpi-node-2-per-vm (below, boot A)
 #   full   `make check-cluster`: four boots
 #          A  2 VMs: conformance, streams, knobs that differ between
 #             hosts, a host without an RDMA device, MPI programs (cpi, Fortran,
 #             mpi_exchange), the tests of the MPICH CI subset of up to 4
-#             ranks across the 2 VMs, then the faults: a switch port down shorter than the
+#             ranks across the 2 VMs, node awareness (mpi-node-K-per-vm,
+#             K = 1, 2, 4: every rank's MPI_COMM_TYPE_SHARED communicator
+#             is the K ranks of its VM by gethostname; a byte-checked
+#             allreduce and bcast under MPICH's SMP algorithms: per
+#             RDMACH_STATS only the node leaders move ib bytes, the
+#             others' data go over shm; -2-per-vm-flat, the negative
+#             control: under flat algorithms every rank's ib counters
+#             grow), then the faults: a switch port down shorter than the
 #             retry window (the stream resumes, every byte once and in
 #             order), `ip link set down` on a host, a port down for longer,
 #             and a VM killed mid-stream (survivors: -ECONNRESET in bound;
@@ -56,7 +64,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 MODE=smoke
 case ${1:-} in smoke|full) MODE=$1; shift ;; --inner) ;; -h|--help)
-	sed -n '2,49s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+	sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 BUILD=${1:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 PREFIX=${PREFIX:-$ROOT/build/mpich-install}
@@ -224,6 +232,90 @@ if [ "${1:-}" = --inner ]; then
 		fi
 	}
 
+	# mpi_node_k K [flat]: mpi_node with K ranks per VM (hostfile vmN:K,
+	# ranks in host order): each rank's MPI_COMM_TYPE_SHARED communicator
+	# is the K ranks whose gethostname() is its own; then an
+	# MPI_Allreduce of NODE_AR_BYTES and an MPI_Bcast of NODE_BC_BYTES
+	# (below MPICH 4.0.2's MPIR_CVAR_BCAST_LONG_MSG_SIZE, above which its
+	# SMP broadcast is flat), bytes checked, under MPICH's node-aware
+	# algorithms (4.0.2's defaults select them only for empty messages).
+	# From RDMACH_STATS (mpiexec -l: every line names its rank): each
+	# node leader (node rank 0) put at least half the allreduce on ib;
+	# every other rank moved at most NODE_IB_BOUND ib bytes (start-up,
+	# the small collectives of the test) and put at least half the
+	# allreduce on shm.  "flat", the negative control: under flat
+	# algorithms (reduce-scatter + allgather, binomial) the same counters
+	# show every rank putting an eighth of the allreduce at least on ib.
+	# Per rank: node_<K>[-flat].txt and the test's output.
+	NODE_AR_BYTES=4194304 NODE_BC_BYTES=262144 NODE_IB_BOUND=16384
+	mpi_node_k() {
+		local k=$1 flat=${2:-} h n nvm=0 rc nbad ar_alg=smp bc_alg=smp what
+		local name=mpi-node-$1-per-vm${2:+-$2} log=$L/mpi-node-$1${2:+-$2}.log
+		local hf=$L/hosts-by-$1 txt=$L/node_$1${2:+-$2}.txt
+		want "$name" || return 0
+		for h in $CLUSTER_HOSTS; do echo "$h:$k"; nvm=$((nvm + 1)); done >"$hf"
+		n=$((nvm * k))
+		[ -z "$flat" ] || { ar_alg=reduce_scatter_allgather; bc_alg=binomial; }
+		(mpich_path
+		 mpx 300 "$log" -l -f "$hf" -n "$n" -genv RDMACH_STATS 1 \
+			-genv MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM "$ar_alg" \
+			-genv MPIR_CVAR_BCAST_INTRA_ALGORITHM "$bc_alg" \
+			"$MPIBIN/mpi_node" "$k" "$NODE_AR_BYTES" "$NODE_BC_BYTES")
+		rc=$?
+		SECS=$(cat "$log.secs" 2>/dev/null || echo 0)
+		awk -v n="$n" -v k="$k" -v nvm="$nvm" -v ar="$NODE_AR_BYTES" \
+		    -v bound="$NODE_IB_BOUND" -v flat="$flat" '
+		    # "[R] rank R on HOST: node size K, node rank J, leader|member"
+		    /^\[[0-9]+\] rank [0-9]+ on [^ ]+: node size / {
+			r = $3; h = $5; sub(":$", "", h); host[r] = h
+			sz[r] = $8; sub(",", "", sz[r]); role[r] = $12 }
+		    /^\[[0-9]+\] # rdmach counters, rank [0-9]+$/ { stats[$NF] = 1 }
+		    # "[R] PEER/TL bytes_put bytes_got ..."
+		    /^\[[0-9]+\] [0-9]+\/(ib|shm) / {
+			r = $1; gsub(/[][]/, "", r); split($2, a, "/")
+			put[r, a[2]] += $3; got[r, a[2]] += $4 }
+		    END {
+			for (r = 0; r < n; r++) {
+			    printf "rank %d on %s: node size %s, %s: ib out %d B, in %d B; shm out %d B, in %d B\n",
+				r, host[r], sz[r], role[r], put[r, "ib"], got[r, "ib"],
+				put[r, "shm"], got[r, "shm"]
+			    if (!(r in host) || !(r in stats)) {
+				print "bad: rank " r " printed no node line or no counters"; continue }
+			    if (sz[r] != k) print "bad: rank " r " has a node of " sz[r]
+			    if (role[r] == "leader")
+				leaders[host[r]]++
+			    if (flat) {
+				if (put[r, "ib"] < ar / 8)
+				    print "bad: rank " r " put " put[r, "ib"] + 0 " ib bytes under flat algorithms, less than an eighth of the allreduce"
+			    } else if (role[r] == "leader") {
+				if (put[r, "ib"] < ar / 2)
+				    print "bad: leader rank " r " put " put[r, "ib"] + 0 " ib bytes, less than half the allreduce"
+			    } else {
+				if (put[r, "ib"] + got[r, "ib"] > bound)
+				    print "bad: rank " r " (no leader) moved " put[r, "ib"] + got[r, "ib"] " ib bytes, more than " bound
+				if (put[r, "shm"] < ar / 2)
+				    print "bad: rank " r " (no leader) put " put[r, "shm"] " shm bytes, less than half the allreduce"
+			    }
+			}
+			nl = 0
+			for (h in leaders) { nl++; if (leaders[h] != 1) print "bad: " leaders[h] " leaders on " h }
+			if (nl != nvm) print "bad: leaders on " nl " hosts of " nvm
+		    }' "$log" >"$txt"
+		nbad=$(grep -c '^bad: ' "$txt")
+		if [ -n "$flat" ]; then
+			what="under flat algorithms every rank puts ib bytes (the counters see them)"
+		else
+			what="ib bytes from the node leaders only"
+		fi
+		if [ "$rc" = 0 ] && grep -q '^\[0\] No Errors' "$log" && [ "$nbad" = 0 ]; then
+			ok "$name: $n ranks, node communicators of $k = the VM's ranks; $what (${SECS%.*} s)"
+			sed 's/^/  /' "$txt"
+		else
+			bad "$name" "status $rc, $(grep -c '^\[0\] No Errors' "$log") No Errors, $nbad checks failed: $(grep -h '^bad: \|^\[[0-9]*\] rank [0-9]*: ' "$txt" "$log" | head -n 4 | tr '\n' ' ' | cut -c1-400) (log $log)"
+			grep '^rank ' "$txt" | sed 's/^/  /'
+		fi
+	}
+
 	# scale64 CONNECT: 64 ranks, 16 per VM placed round-robin (a rank's
 	# (D runs demand: under all, 64 ranks in these VMs have not finished
 	# rdmach_connect: a rank stops answering connection requests, open)
@@ -294,6 +386,7 @@ if [ "${1:-}" = --inner ]; then
 				bad in-place "$(tail -n 3 "$L/in-place.log" | tr '\n' ' ')"
 			mpi_demand mpi-demand-neighbours 2
 			mpi_demand mpi-demand-alltoall 4 alltoall
+			mpi_node_k 2
 		else
 			skip cpi "no MPICH ch3:rdma in $PREFIX (make mpich)"
 		fi
@@ -386,6 +479,13 @@ if [ "${1:-}" = --inner ]; then
 			fi
 		else
 			skip mpi "no MPICH ch3:rdma in $PREFIX (make mpich)"
+		fi
+		# node awareness across hosts: 1, 2 and 4 ranks per VM
+		if have_mpich; then
+			for k in 1 2 4; do mpi_node_k "$k"; done
+			mpi_node_k 2 flat
+		elif want mpi-node; then
+			skip mpi-node "no MPICH ch3:rdma in $PREFIX (make mpich)"
 		fi
 		# faults, 2 ranks per VM; a short switch-port outage with
 		# single-packet writes and no RDMA reads (see test/vm/README.md:
@@ -521,9 +621,9 @@ mpi_build() {
 	"$PREFIX/bin/mpif90" -O2 -o "$bin/fhello" "$ROOT/channel/test/fhello.f90" || return 1
 	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_exchange" "$ROOT/channel/test/mpi_exchange.c" || return 1
 	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_neighbors" "$ROOT/channel/test/mpi_neighbors.c" || return 1
+	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_node" "$ROOT/channel/test/mpi_node.c" || return 1
 	[ "$MODE" = full ] || return 0
 	# boot S
-	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_node" "$ROOT/channel/test/mpi_node.c" || return 1
 	"$PREFIX/bin/mpicc" -O2 -o "$bin/mpi_startup" "$ROOT/channel/test/mpi_startup.c" || return 1
 	# the CI subset: boot A only
 	[[ " ${CLUSTER_BOOTS:-A} " == *" A "* ]] || return 0

@@ -1,6 +1,7 @@
 /*
- * test_connect.c - start-up from PMI_process_mapping (the parser, and a
- * mapping that contradicts the host ids) and connections on demand (RDMACH_CONNECT=demand, the ib
+ * test_connect.c - start-up from PMI_process_mapping (the parser, a
+ * mapping that contradicts the host ids, one in MPICH 4.3's repeat form
+ * read without a warning) and connections on demand (RDMACH_CONNECT=demand, the ib
  * transport's connection manager): both ends making first contact at the
  * same moment, many times over, byte-checked; lost connection messages
  * (RDMACH_IB_CM_DROP) retried; a peer that dies before or during the
@@ -424,7 +425,7 @@ static int cn_progress_list(struct tst *t)
  * malformed or out of bounds refused without touching the output. */
 static int cn_nodemap_parse(struct tst *t)
 {
-	static const struct { const char *s; int size, ok; int node[8]; } c[] = {
+	static const struct { const char *s; int size, ok; int node[12]; } c[] = {
 		{ "(vector,(0,1,4))", 4, 1, { 0, 0, 0, 0 } },
 		{ "(vector,(0,2,2))", 4, 1, { 0, 0, 1, 1 } },
 		{ "(vector,(0,2,1))", 5, 1, { 0, 1, 0, 1, 0 } },
@@ -436,7 +437,36 @@ static int cn_nodemap_parse(struct tst *t)
 		{ "(vector,(0,1,2),3)", 4, 1, { 0, 0, 3, 0 } },
 		{ "(vector,16777216)", 1, 0, { 0 } },
 		{ "(vector,0x)", 1, 0, { 0 } },
-		{ "(vector,[(0,2,1)]x2)", 4, 0, { 0 } },
+		/* MPICH 4.3 and 5.0's Hydra (MPL_rankmap_array_to_str):
+		 * "[blocks]xN" repeats in place; what its writer gives for
+		 * round-robin, vm1:2,vm2:2 cyclic and an irregular layout */
+		{ "(vector,[(0,2,1)]x4)", 8, 1, { 0, 1, 0, 1, 0, 1, 0, 1 } },
+		{ "(vector,[(0,2,1)]x2,0)", 5, 1, { 0, 1, 0, 1, 0 } },
+		{ "(vector,[(0,2,2)]x2)", 8, 1, { 0, 0, 1, 1, 0, 0, 1, 1 } },
+		{ "(vector,[(0,2,2)]x2,(0,1,2))", 10, 1,
+		  { 0, 0, 1, 1, 0, 0, 1, 1, 0, 0 } },
+		{ "(vector,[(0,1,2),1]x2,2)", 7, 1, { 0, 0, 1, 0, 0, 1, 2 } },
+		{ "(vector,[(0,3,1)]x2,0)", 7, 1, { 0, 1, 2, 0, 1, 2, 0 } },
+		{ "(vector,[(0,2,1)]x2,(2,1,2),3,(2,2,1))", 9, 1,
+		  { 0, 1, 0, 1, 2, 2, 3, 2, 3 } },
+		/* groups in turn; a repeat beyond the job stops at its end */
+		{ "(vector,[0]x2,[1,2]x2)", 6, 1, { 0, 0, 1, 2, 1, 2 } },
+		{ "(vector,[(0,2,1)]x16777216)", 3, 1, { 0, 1, 0 } },
+		/* the whole mapping again when it is shorter than the job */
+		{ "(vector,[0]x2,1)", 6, 1, { 0, 0, 1, 0, 0, 1 } },
+		{ "(vector,[[(0,2,1)]x2]x2)", 8, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x0)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x16777217)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]2)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)])", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)x2)", 4, 0, { 0 } },
+		{ "(vector,(0,2,1)]x2)", 4, 0, { 0 } },
+		{ "(vector,[]x2)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1),]x2)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x2,)", 4, 0, { 0 } },
+		{ "(vector,[(0,2,1)]x-1)", 4, 0, { 0 } },
+		{ "(vector, [(0,2,1)]x2)", 4, 0, { 0 } },
 		{ "(vector)", 2, 0, { 0 } },
 		{ "(vector,(0,0,1))", 2, 0, { 0 } },
 		{ "(vector,(0,1,0))", 2, 0, { 0 } },
@@ -450,21 +480,27 @@ static int cn_nodemap_parse(struct tst *t)
 	};
 	char why[160];
 	size_t i;
-	int node[8], k, ret;
+	int node[12], k, ret;
 
 	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
-		for (k = 0; k < 8; k++)
+		for (k = 0; k < 12; k++)
 			node[k] = -5;
 		ret = rdmach_nodemap_parse(c[i].s, c[i].size, node, why,
 					   sizeof(why));
 		TST_CHECK(t, (ret == 0) == c[i].ok, "\"%s\": %s", c[i].s,
 			  tst_errname(ret));
-		for (k = 0; k < 8; k++)
+		for (k = 0; k < 12; k++)
 			TST_CHECK(t, node[k] == (c[i].ok && k < c[i].size ?
 						 c[i].node[k] : -5),
 				  "\"%s\": rank %d on node %d", c[i].s, k,
 				  node[k]);
 	}
+	/* the message says where and what */
+	ret = rdmach_nodemap_parse("(vector,[[(0,2,1)]x2]x2)", 8, node, why,
+				   sizeof(why));
+	TST_CHECK(t, ret == -EINVAL && strstr(why, "offset 9: a group inside "
+					      "a group"),
+		  "nested group: %s, \"%s\"", tst_errname(ret), why);
 	return 0;
 }
 
@@ -532,6 +568,36 @@ static int cn_nodemap_mismatch(struct tst *t)
 	return 0;
 }
 
+/* A mapping in MPICH 4.3's repeat form that puts both ranks on one node
+ * is read, not refused: no warning, and under demand (which reads the
+ * records of the mapped node only) the pair connects over shm. */
+static int cn_nodemap_repeat(struct tst *t)
+{
+	struct tst_capture cap;
+	char out[4096];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	int ret;
+
+	cn_oob_init(&o, t, 0);
+	o.mapping = "(vector,[0]x2)";
+	setenv("RDMACH_CONNECT", "demand", 1);
+	ret = rdmach_init(&ctx, &o.oob);
+	unsetenv("RDMACH_CONNECT");
+	TST_CHECK0(t, ret);
+	TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	ret = rdmach_connect(ctx);
+	tst_capture_end(t, &cap, out, sizeof(out));
+	if (!ret)
+		TST_CHECK(t, rdmach_peer_local(ctx, 1 - t->rank) == 1,
+			  "the pair on one node is not local");
+	rdmach_finalize(&ctx);
+	TST_CHECK(t, ret == 0, "connect: %s (%s)", tst_errname(ret), out);
+	TST_CHECK(t, !strstr(out, "PMI_process_mapping"),
+		  "the mapping was not read: %s", out);
+	return 0;
+}
+
 #define CN_VICTIM_1 { 0, -SIGKILL }
 
 static const struct tst_case cn_cases[] = {
@@ -540,6 +606,8 @@ static const struct tst_case cn_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "nodemap_mismatch_demand", 2, cn_nodemap_mismatch,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, "demand", { 0 } },
+	{ "nodemap_repeat", 2, cn_nodemap_repeat,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "simultaneous", 2, cn_simultaneous, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "lost_messages", 2, cn_lost_messages,
