@@ -14,6 +14,10 @@
  * no connection of this process can be made) and its pinned memory
  * (VmPin):
  *     rank R after PHASE: rc_qps N mrs M mr_bytes B vmpin_kb K
+ * With MPI_NEIGHBORS_HOLD_MS=T each rank sleeps T ms, calling nothing,
+ * after MPI_Init and after each phase, and half-way prints its
+ * proportional set size (bench/host/run-mpi-mem.sh sums them):
+ *     rank R at PHASE: pss K kB
  *
  *   mpiexec -n 8 ./mpi_neighbors [alltoall]
  */
@@ -82,6 +86,38 @@ static void resources(int rank, const char *phase)
 	fflush(stdout);
 }
 
+/* Its proportional set size (shared pages divided among the processes
+ * mapping them), KiB; -1 if the kernel does not say. */
+static long pss_kb(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* MPI_NEIGHBORS_HOLD_MS=T: T ms calling nothing, its PSS read half-way */
+static void hold(int rank, const char *phase)
+{
+	const char *ms = getenv("MPI_NEIGHBORS_HOLD_MS");
+	useconds_t half;
+
+	if (!ms)
+		return;
+	half = (useconds_t)atoi(ms) * 500;
+	usleep(half);
+	printf("rank %d at %s: pss %ld kB\n", rank, phase, pss_kb());
+	fflush(stdout);
+	usleep(half);
+}
+
 /* Both neighbours at once, each size a few rounds. */
 static void neighbours(int rank, int np, unsigned char *bufs[4])
 {
@@ -130,6 +166,7 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	hold(rank, "init");
 	for (int i = 0; i < 4; i++) {
 		bufs[i] = malloc(MAX_BYTES);
 		if (!bufs[i]) {
@@ -139,9 +176,11 @@ int main(int argc, char **argv)
 	}
 	neighbours(rank, np, bufs);
 	resources(rank, "neighbours");
+	hold(rank, "neighbours");
 	if (argc > 1 && !strcmp(argv[1], "alltoall")) {
 		all_to_all(rank, np);
 		resources(rank, "alltoall");
+		hold(rank, "alltoall");
 	}
 	for (int i = 0; i < 4; i++)
 		free(bufs[i]);
