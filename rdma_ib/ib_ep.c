@@ -1850,21 +1850,29 @@ void ib_ep_destroy(struct ib_conn *ic)
 		ibv_dereg_mr(ic->ring_mr);
 	free(ic->ring_buf);
 	free(ic->stage_buf);
-	free(ic->buf);
+	if (ic->ctrl_slot)
+		ib_srq_ctrl_put(ic->tl->srq, ic->buf);
+	else
+		free(ic->buf);
 	free(ic->sig);
 	free(ic);
 }
 
-/* A cold endpoint's memory: the ctrl page alone; no ring until promoted
- * (ib_cold_offer), no staging until the peer offers its ring. */
+_Static_assert(sizeof(struct ib_ctrl) <= IB_SRQ_CTRL_SLOT,
+	       "ib_ctrl outgrew its slot of the shared pages");
+
+/* A cold endpoint's memory: its ctrl words alone, a slot of the pool's
+ * shared pages; no ring until promoted (ib_cold_offer), no staging until
+ * the peer offers its ring. */
 static int ib_ep_alloc_cold(struct ib_conn *ic)
 {
 	struct ib_tl *tl = ic->tl;
 
-	ic->buf_len = 4096;
-	if (posix_memalign((void **)&ic->buf, 4096, ic->buf_len))
+	ic->buf_len = IB_SRQ_CTRL_SLOT;
+	ic->buf = ib_srq_ctrl_get(tl->srq);
+	if (!ic->buf)
 		return -ENOMEM;
-	memset(ic->buf, 0, ic->buf_len);
+	ic->ctrl_slot = 1;
 	ic->ctrl = (struct ib_ctrl *)(void *)ic->buf;
 	ic->mr = ibv_reg_mr(tl->dev.pd, ic->buf, sizeof(struct ib_ctrl),
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);

@@ -74,6 +74,7 @@ struct ib_conn {
 	struct ibv_qp *loop_qp;	/* connection to self: the responder QP */
 	uint8_t *buf;
 	size_t buf_len;
+	int ctrl_slot;		/* buf is a ctrl slot of tl->srq's pages */
 	struct ibv_mr *mr;	/* ring and ctrl: the peer writes */
 	struct ibv_mr *stage_mr;	/* staging: local only */
 	/* a connection that started cold (ib_srq.h): buf is the ctrl page

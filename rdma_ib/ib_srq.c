@@ -104,7 +104,52 @@ void ib_srq_close(struct ib_srq *s)
 	free(s->len);
 	free(s->next);
 	free(s->tx_free);
+	while (s->ctrl_npages)
+		free(s->ctrl_pages[--s->ctrl_npages]);
+	free(s->ctrl_pages);
 	free(s);
+}
+
+/* ---- ctrl slots of cold connections ------------------------------------ */
+
+static int ib_srq_ctrl_grow(struct ib_srq *s)
+{
+	uint8_t *page;
+	unsigned int i;
+
+	if (s->ctrl_npages == s->ctrl_cap) {
+		unsigned int cap = s->ctrl_cap ? 2 * s->ctrl_cap : 16;
+		void **pages = realloc(s->ctrl_pages, cap * sizeof(*pages));
+
+		if (!pages)
+			return -ENOMEM;
+		s->ctrl_pages = pages;
+		s->ctrl_cap = cap;
+	}
+	if (posix_memalign((void **)&page, 4096, 4096))
+		return -ENOMEM;
+	s->ctrl_pages[s->ctrl_npages++] = page;
+	for (i = 0; i < 4096 / IB_SRQ_CTRL_SLOT; i++)
+		ib_srq_ctrl_put(s, page + i * IB_SRQ_CTRL_SLOT);
+	return 0;
+}
+
+void *ib_srq_ctrl_get(struct ib_srq *s)
+{
+	void *slot;
+
+	if (!s->ctrl_free && ib_srq_ctrl_grow(s))
+		return NULL;
+	slot = s->ctrl_free;
+	memcpy(&s->ctrl_free, slot, sizeof(void *));
+	memset(slot, 0, IB_SRQ_CTRL_SLOT);
+	return slot;
+}
+
+void ib_srq_ctrl_put(struct ib_srq *s, void *slot)
+{
+	memcpy(slot, &s->ctrl_free, sizeof(void *));
+	s->ctrl_free = slot;
 }
 
 /* ---- credits ---------------------------------------------------------- */
@@ -200,7 +245,7 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 	/* per peer with a ring: ring + ctrl page here, the mirror of its
 	 * ring (staging) in the peer; both directions counted, the ring
 	 * pair of README.md */
-	uint64_t warm = 2 * ring_size + 4096, cold = 4096;
+	uint64_t warm = 2 * ring_size + 4096, cold = IB_SRQ_CTRL_SLOT;
 	uint64_t fixed = cfg->bufs ? (uint64_t)(cfg->bufs + IB_SRQ_TXBUFS) *
 				     cfg->buf_size : 0;
 	static const uint64_t ns[] = { 64, 1024, 16384, 65536 };
@@ -213,8 +258,9 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 		fprintf(out, "RDMACH_CONNECT=all: every peer has one\n");
 	else
 		fprintf(out, "on demand in jobs of more than %" PRIu64 " ranks: shared pool "
-			"%" PRIu64 " KiB, ctrl page 4 KiB per cold peer, rings "
-			"at most %u\n", demand_above, fixed / 1024, rings_max);
+			"%" PRIu64 " KiB, ctrl words %u B per cold peer, rings "
+			"at most %u\n", demand_above, fixed / 1024,
+			IB_SRQ_CTRL_SLOT, rings_max);
 	fprintf(out, "#   %8s %8s %8s %10s\n", "peers", "active", "rings",
 		"MiB");
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {

@@ -79,6 +79,10 @@ struct ib_srq {
 	unsigned int txbufs;
 	int32_t *tx_free;	/* stack of free send buffers */
 	unsigned int tx_nfree;
+	void *ctrl_free;	/* free ctrl slots, linked through their
+				 * first word */
+	void **ctrl_pages;	/* the pages they come from */
+	unsigned int ctrl_npages, ctrl_cap;
 };
 
 /* A connection's receive side of the shared path. */
@@ -107,6 +111,15 @@ struct ib_srq_tx {
 int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev, struct ibv_cq *cq,
 		const struct ib_srq_cfg *cfg);
 void ib_srq_close(struct ib_srq *s);
+
+/* The ctrl words of cold connections, IB_SRQ_CTRL_SLOT bytes apiece,
+ * packed into shared pages: a page per cold peer (the MR's granularity
+ * is bytes, not pages: each connection registers its own slot, so that a
+ * peer's key reaches no other's words) was 4 KiB per peer connected.
+ * get: a zeroed slot, or NULL; pages go back at ib_srq_close. */
+#define IB_SRQ_CTRL_SLOT 128
+void *ib_srq_ctrl_get(struct ib_srq *s);
+void ib_srq_ctrl_put(struct ib_srq *s, void *slot);
 
 static inline uint8_t *ib_srq_buf(const struct ib_srq *s, uint32_t i)
 {
