@@ -1,14 +1,20 @@
 /*
  * mpi_node.c - node awareness: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
  * puts the processes of one host into one communicator (all of them when
- * mpiexec starts them on this host), every member names the same host,
- * ranks keep their order, and MPI_UNDEFINED gives MPI_COMM_NULL.  A
+ * mpiexec starts them on this host): every member names the same host and
+ * every process of MPI_COMM_WORLD that names it is a member, whatever
+ * the process manager's mapping said; ranks keep their order, and
+ * MPI_UNDEFINED gives MPI_COMM_NULL.  A
  * window MPI_Win_allocate_shared over that communicator is shared memory:
  * each process reads its peers' stores through MPI_Win_shared_query's
  * addresses, and accumulates from all reach one counter exactly.
  * Prints "No Errors" on success.
  *
- *   mpiexec -n 4 ./mpi_node [expected node size]
+ *   mpiexec -n 4 ./mpi_node [expected node size [host,host,...]]
+ *
+ * The list names the host of each rank in turn (as MPI_Get_processor_name
+ * gives it), e.g. vm1,vm2,vm2,vm1 for a placement of the launcher's
+ * (srun -m arbitrary): each rank checks that it runs there.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -39,6 +45,47 @@ static void check_same_host(MPI_Comm node, int rank)
 		expect(!strcmp(all + (size_t)i * sizeof(me), me),
 		       "a member of the node communicator is on another host", rank);
 	free(all);
+}
+
+/* The members of node are every process of MPI_COMM_WORLD on this host
+ * (check_same_host: no other), as named by MPI_Get_processor_name. */
+static void check_whole_host(MPI_Comm node, int rank)
+{
+	char me[MPI_MAX_PROCESSOR_NAME] = "", *all;
+	int len, size, nsize, here = 0;
+
+	MPI_Get_processor_name(me, &len);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	MPI_Comm_size(node, &nsize);
+	all = calloc((size_t)size, sizeof(me));
+	MPI_Allgather(me, sizeof(me), MPI_CHAR, all, sizeof(me), MPI_CHAR, MPI_COMM_WORLD);
+	for (int i = 0; i < size; i++)
+		here += !strcmp(all + (size_t)i * sizeof(me), me);
+	if (here != nsize) {
+		fprintf(stderr, "rank %d: %d processes on host %s, %d in the node communicator\n",
+			rank, here, me, nsize);
+		errors++;
+	}
+	free(all);
+}
+
+/* This rank runs on the host the comma-separated list names for it. */
+static void check_placement(const char *list, int rank)
+{
+	char me[MPI_MAX_PROCESSOR_NAME] = "";
+	const char *p = list;
+	int len;
+
+	MPI_Get_processor_name(me, &len);
+	for (int i = 0; i < rank && p; i++) {
+		p = strchr(p, ',');
+		p = p ? p + 1 : NULL;
+	}
+	len = p ? (int)strcspn(p, ",") : 0;
+	if (!p || len != (int)strlen(me) || strncmp(p, me, (size_t)len)) {
+		fprintf(stderr, "rank %d: on host %s, not where %s places it\n", rank, me, list);
+		errors++;
+	}
 }
 
 /* Store, fence, read the peers' values in place; then every process adds
@@ -96,6 +143,9 @@ int main(int argc, char **argv)
 		errors++;
 	}
 	check_same_host(node, rank);
+	check_whole_host(node, rank);
+	if (argc > 2)
+		check_placement(argv[2], rank);
 	check_shared_window(node, rank);
 	/* key 0 for all: node ranks follow world ranks */
 	if (nsize == size)
