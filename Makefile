@@ -54,7 +54,7 @@ LIB := $(O)/lib/librdmach.a
 # Library version: the major is RDMACH_API_VERSION (include/rdmach.h) and
 # names the soname (librdmach.so.1); minor.patch are set here.
 SOMAJOR := $(shell sed -n 's/^\#define RDMACH_API_VERSION \([0-9][0-9]*\).*/\1/p' include/rdmach.h)
-VERSION := $(SOMAJOR).4.0
+VERSION := $(SOMAJOR).5.0
 SONAME := librdmach.so.$(SOMAJOR)
 SOLIB_REAL := $(O)/lib/librdmach.so.$(VERSION)
 SOLIB := $(O)/lib/librdmach.so

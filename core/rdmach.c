@@ -109,7 +109,9 @@ struct core_ctx_extra {
 	uint64_t stall_warn_ns;
 	int print_stats;
 	int tl_peers[RDMACH_TL_MAX];	/* peers each transport reaches */
-	unsigned char *same_host;	/* [size], after connect: host ids equal */
+	int *host_of;		/* [size], after connect: host numbers
+				 * (core_number_hosts), -1 where not read */
+	int hosts_all;		/* every rank's host id was read */
 	char hostid[160];		/* this rank's (core_hostid) */
 	int remote_tl;			/* demand: the transport for ranks
 					 * whose record is not read yet, or -1 */
@@ -911,19 +913,69 @@ static int core_run_phase(struct rdmach_ctx *ctx, const int *choice,
 	return 0;
 }
 
-/* Which peers share this host, for rdmach_peer_local. */
+struct core_host_key {
+	const char *hostid;
+	int rank;
+};
+
+static int core_host_key_cmp(const void *a, const void *b)
+{
+	const struct core_host_key *x = a, *y = b;
+	int c = strcmp(x->hostid, y->hostid);
+
+	return c ? c : (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Host numbers of the ranks whose host id was read: equal host ids, equal
+ * numbers; the hosts numbered 0, 1, ... in the order of their lowest rank,
+ * so that every rank that read every host id numbers them alike.  Sorted
+ * by host id: no pairwise comparison of all ranks. */
+static int core_number_hosts(struct rdmach_ctx *ctx,
+			     const struct core_peer_info *info, int *host_of)
+{
+	struct core_host_key *k = malloc((size_t)ctx->size * sizeof(*k));
+	int i, n = 0, next = 0;
+
+	if (!k)
+		return -ENOMEM;
+	for (i = 0; i < ctx->size; i++) {
+		host_of[i] = -1;
+		if (info[i].known)
+			k[n++] = (struct core_host_key){ info[i].hostid, i };
+	}
+	qsort(k, (size_t)n, sizeof(*k), core_host_key_cmp);
+	/* host_of[] first holds each rank's host's lowest rank ... */
+	for (i = 0; i < n; i++)
+		host_of[k[i].rank] = i && !strcmp(k[i].hostid, k[i - 1].hostid) ?
+				     host_of[k[i - 1].rank] : k[i].rank;
+	free(k);
+	/* ... then, in rank order, the number of that lowest rank's host */
+	for (i = 0; i < ctx->size; i++)
+		if (host_of[i] >= 0)
+			host_of[i] = host_of[i] == i ? next++ :
+				     host_of[host_of[i]];
+	return 0;
+}
+
+/* Where the ranks are, for rdmach_peer_local and rdmach_peer_host. */
 static int core_keep_locality(struct rdmach_ctx *ctx,
 			      const struct core_peer_info *info)
 {
-	unsigned char *same = calloc((unsigned)ctx->size, 1);
-	int i;
+	int *host_of = malloc((size_t)ctx->size * sizeof(*host_of));
+	int i, ret, all = 1;
 
-	if (!same)
+	if (!host_of)
 		return -ENOMEM;
+	ret = core_number_hosts(ctx, info, host_of);
+	if (ret) {
+		free(host_of);
+		return ret;
+	}
 	for (i = 0; i < ctx->size; i++)
-		same[i] = !strcmp(info[i].hostid, info[ctx->rank].hostid);
-	free(core_of(ctx)->x.same_host);
-	core_of(ctx)->x.same_host = same;
+		all &= info[i].known;
+	free(core_of(ctx)->x.host_of);
+	core_of(ctx)->x.host_of = host_of;
+	core_of(ctx)->x.hosts_all = all;
 	return 0;
 }
 
@@ -1460,7 +1512,7 @@ int rdmach_finalize(rdmach_ctx_t **ctxp)
 	core_unregister(ctx);
 	core_close_transports(ctx, rdmach_now_ns() + ctx->finalize_timeout_ns);
 	free(ctx->conns);
-	free(c->x.same_host);
+	free(c->x.host_of);
 	free(c->x.up_ranks);
 	free(c);
 	*ctxp = NULL;
@@ -1511,9 +1563,24 @@ int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer)
 		return -EBADF;
 	if (peer < 0 || peer >= ctx->size)
 		return -EINVAL;
-	if (!core_of(ctx)->x.same_host)
+	if (!core_of(ctx)->x.host_of)
 		return -ENOTCONN;
-	return core_of(ctx)->x.same_host[peer];
+	return core_of(ctx)->x.host_of[peer] >= 0 &&
+	       core_of(ctx)->x.host_of[peer] ==
+	       core_of(ctx)->x.host_of[ctx->rank];
+}
+
+int rdmach_peer_host(const rdmach_ctx_t *ctx, int peer)
+{
+	if (!ctx || !core_ctx_live(ctx))
+		return -EBADF;
+	if (peer < 0 || peer >= ctx->size)
+		return -EINVAL;
+	if (!core_of(ctx)->x.host_of)
+		return -ENOTCONN;
+	if (!core_of(ctx)->x.hosts_all)
+		return -ENODATA;
+	return core_of(ctx)->x.host_of[peer];
 }
 
 int rdmach_rank(const rdmach_ctx_t *ctx)

@@ -262,6 +262,17 @@ RDMACH_API const char *rdmach_conn_transport(const rdmach_conn_t *conn); /* "shm
  * before rdmach_connect, -EINVAL for a bad rank.  An MPI library checks
  * its own idea of nodes against it. */
 RDMACH_API int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer);
+/* The host of rank peer as a number (librdmach 1.5.0): ranks with equal
+ * host ids have equal numbers; the hosts are numbered 0, 1, ... in the
+ * order of their lowest rank, alike in every process of the group.  An
+ * MPI library takes its node ids from it rather than from the process
+ * manager's PMI_process_mapping, a hint that can be wrong (Slurm's for
+ * an arbitrary distribution puts every rank on a node of its own).
+ * -ENODATA when this process has not read every rank's host id
+ * (RDMACH_CONNECT=demand with a mapping: the ranks on other nodes are
+ * read at first contact); -ENOTCONN before rdmach_connect, -EINVAL for a
+ * bad rank. */
+RDMACH_API int rdmach_peer_host(const rdmach_ctx_t *ctx, int peer);
 RDMACH_API int rdmach_rank(const rdmach_ctx_t *ctx);
 RDMACH_API int rdmach_size(const rdmach_ctx_t *ctx);
 RDMACH_API int rdmach_conn_stats(const rdmach_conn_t *conn, rdmach_stats_t *st);

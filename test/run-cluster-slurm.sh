@@ -15,8 +15,10 @@
 #                             under salloc + Debian's Hydra (launching
 #                             through srun)
 #   slurm-mpi-*               MPICH ch3:rdma: cpi and mpi_node under srun
-#                             (-m arbitrary: refused, MPICH's node ids
-#                             being Slurm's wrong mapping),
+#                             (-m arbitrary: Slurm's mapping puts every
+#                             rank on a node of its own; each rank's node
+#                             communicator holds exactly the ranks on its
+#                             VM, from rdmach's host ids),
 #                             mpi_exchange under salloc + MPICH's mpiexec,
 #                             an sbatch script with srun and mpiexec steps
 #   slurm-startup             submission to rank 0's first line and to the
@@ -147,16 +149,21 @@ slurm_part() {
 				ok "slurm-mpi-srun-node: mpi_node, 2 ranks per VM share a node communicator" ||
 				bad slurm-mpi-srun-node "$(tail -n 3 "$L/srun-node.log" | tr '\n' ' ')"
 		fi
-		# -m arbitrary: Slurm's PMI_process_mapping is wrong, and so
-		# are MPICH's node ids taken from it; rdmach's host ids are
-		# right: MPI_Init fails naming both views (a wrong node
-		# communicator is the alternative)
-		(mpich_path
-		 SLURM_HOSTFILE=$L/arbitrary-hosts MPIEXEC=srun refused slurm-mpi-srun-arbitrary-refused \
-			"MPICH's node ids .*rdmach's host ids" 120 --mpi=pmi2 -J slurm-mpi -n 4 \
-			-m arbitrary "$MPIBIN/mpi_node"
-		 echo "$pass $fail" >"$L/counts")
-		read -r pass fail <"$L/counts"
+		# -m arbitrary: Slurm's PMI_process_mapping, (vector,(0,4,1)),
+		# puts every rank on a node of its own (rdmach warns that its
+		# host ids decide); MPICH's node ids come from rdmach's host
+		# numbers: on each VM a node communicator of its 2 ranks, the
+		# ranks where the host file put them
+		if want slurm-mpi-srun-arbitrary-node; then
+			(mpich_path
+			 SLURM_HOSTFILE=$L/arbitrary-hosts MPIEXEC=srun mpx 120 "$L/srun-arbitrary-node.log" \
+				--mpi=pmi2 -J slurm-mpi -n 4 -m arbitrary "$MPIBIN/mpi_node" 2 \
+				"$(paste -sd, "$L/arbitrary-hosts")"
+			) && grep -q 'No Errors' "$L/srun-arbitrary-node.log" &&
+				grep -q 'PMI_process_mapping puts rank.*the host ids decide' "$L/srun-arbitrary-node.log" &&
+				ok "slurm-mpi-srun-arbitrary-node: mpi_node with ranks on $(paste -sd, "$L/arbitrary-hosts"): Slurm's mapping put every rank on its own node, each rank's node communicator holds the 2 ranks of its VM" ||
+				bad slurm-mpi-srun-arbitrary-node "$(grep -v '^rdmach\[' "$L/srun-arbitrary-node.log" | tail -n 3 | tr '\n' ' ') $(grep -c 'PMI_process_mapping puts rank' "$L/srun-arbitrary-node.log") mapping warnings"
+		fi
 		if want slurm-mpi-salloc-mpiexec; then
 			(mpich_path
 			 MPIEXEC=salloc mpx 300 "$L/salloc-exchange.log" -J slurm-mpi -N 2 \

@@ -92,6 +92,33 @@ static int api_bad_iov(struct tst *t)
 	return tst_get_all(t, c, 0, tst_stream_seed(t, 0, 1), 100000);
 }
 
+/* Host numbers: equal exactly for the ranks rdmach_peer_local calls
+ * local, 0 for rank 0's host, each new host the next number in rank
+ * order; or -ENODATA for all (demand with a mapping). */
+static int api_peer_hosts(struct tst *t)
+{
+	int me = rdmach_peer_host(t->ctx, t->rank), next = 0, i;
+
+	TST_CHECK_EQ(t, rdmach_peer_host(t->ctx, t->size), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_peer_host(t->ctx, -1), -EINVAL);
+	TST_CHECK_EQ(t, rdmach_peer_host(NULL, 0), -EBADF);
+	TST_CHECK(t, me >= 0 || me == -ENODATA, "rdmach_peer_host(self): %s",
+		  tst_errname(me));
+	for (i = 0; i < t->size; i++) {
+		int h = rdmach_peer_host(t->ctx, i);
+
+		if (me == -ENODATA) {
+			TST_CHECK_EQ(t, h, -ENODATA);
+			continue;
+		}
+		TST_CHECK(t, h >= 0 && h <= next, "rank %d on host %d, "
+			  "hosts so far %d", i, h, next);
+		next += h == next;
+		TST_CHECK_EQ(t, rdmach_peer_local(t->ctx, i), h == me);
+	}
+	return 0;
+}
+
 static int api_conn_rank(struct tst *t)
 {
 	static const int bad[] = { -1, INT_MIN, 1000, INT_MAX };
@@ -116,6 +143,8 @@ static int api_conn_rank(struct tst *t)
 	TST_CHECK_EQ(t, rdmach_peer_local(t->ctx, t->size), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_peer_local(t->ctx, -1), -EINVAL);
 	TST_CHECK_EQ(t, rdmach_peer_local(NULL, 0), -EBADF);
+	if (api_peer_hosts(t))
+		return -1;
 	TST_CHECK_EQ(t, rdmach_conn(t->ctx, t->size - 1, &c), 0);
 	TST_CHECK(t, c && c != API_SENTINEL, "rdmach_conn gave %p", (void *)c);
 	tl = rdmach_conn_transport(c);

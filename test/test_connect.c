@@ -538,7 +538,7 @@ static int cn_nodemap_mismatch(struct tst *t)
 	char out[4096];
 	struct cn_oob o;
 	rdmach_ctx_t *ctx;
-	int ret;
+	int ret, connected, local, h0, h1;
 
 	cn_oob_init(&o, t, 0);
 	o.mapping = "(vector,(0,2,1))";
@@ -548,13 +548,24 @@ static int cn_nodemap_mismatch(struct tst *t)
 	TST_CHECK0(t, ret);
 	TST_CHECK0(t, tst_capture_begin(&cap, 0));
 	ret = rdmach_connect(ctx);
+	connected = !ret;
 	if (demand && !ret)
 		ret = cn_first_put(ctx, 1 - t->rank);
 	tst_capture_end(t, &cap, out, sizeof(out));
-	if (!demand && !ret)
-		TST_CHECK(t, rdmach_peer_local(ctx, 1 - t->rank) == 1,
-			  "the pair on one host is not local");
+	local = rdmach_peer_local(ctx, 1 - t->rank);
+	h0 = rdmach_peer_host(ctx, 0);
+	h1 = rdmach_peer_host(ctx, 1);
 	rdmach_finalize(&ctx);
+	/* the other node's ranks are not read at start-up under demand */
+	if (demand && connected)
+		TST_CHECK(t, h0 == -ENODATA && h1 == -ENODATA,
+			  "host numbers %d %d under demand, not -ENODATA",
+			  h0, h1);
+	/* else the host ids decide: one host, host 0 for both */
+	if (!demand && !ret)
+		TST_CHECK(t, local == 1 && h0 == 0 && h1 == 0,
+			  "one host: peer local %d, host numbers %d %d",
+			  local, h0, h1);
 	if (demand) {
 		TST_CHECK(t, ret < 0, "connect and first put under demand: %s",
 			  tst_errname(ret));

@@ -1,8 +1,10 @@
 /*
  * mpi_node.c - node awareness: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
  * puts the processes of one host into one communicator (all of them when
- * mpiexec starts them on this host), every member names the same host,
- * ranks keep their order, and MPI_UNDEFINED gives MPI_COMM_NULL.  A
+ * mpiexec starts them on this host): every member names the same host and
+ * every process of MPI_COMM_WORLD that names it is a member, whatever
+ * the process manager's mapping said; ranks keep their order, and
+ * MPI_UNDEFINED gives MPI_COMM_NULL.  A
  * window MPI_Win_allocate_shared over that communicator is shared memory:
  * each process reads its peers' stores through MPI_Win_shared_query's
  * addresses, and accumulates from all reach one counter exactly.
@@ -22,6 +24,11 @@
  * Prints "No Errors" on success.
  *
  *   mpiexec -n 4 ./mpi_node [expected node size [allreduce-bytes bcast-bytes]]
+ *   mpiexec -n 4 ./mpi_node expected-node-size host,host,...
+ *
+ * The list names the host of each rank in turn (as MPI_Get_processor_name
+ * gives it), e.g. vm1,vm2,vm2,vm1 for a placement of the launcher's
+ * (srun -m arbitrary): each rank checks that it runs there.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -140,6 +147,25 @@ static void check_collectives(MPI_Comm node, int rank, int size, size_t ar_bytes
 	free(buf);
 }
 
+/* This rank runs on the host the comma-separated list names for it. */
+static void check_placement(const char *list, int rank)
+{
+	char me[MPI_MAX_PROCESSOR_NAME] = "";
+	const char *p = list;
+	int len;
+
+	MPI_Get_processor_name(me, &len);
+	for (int i = 0; i < rank && p; i++) {
+		p = strchr(p, ',');
+		p = p ? p + 1 : NULL;
+	}
+	len = p ? (int)strcspn(p, ",") : 0;
+	if (!p || len != (int)strlen(me) || strncmp(p, me, (size_t)len)) {
+		fprintf(stderr, "rank %d: on host %s, not where %s places it\n", rank, me, list);
+		errors++;
+	}
+}
+
 /* Store, fence, read the peers' values in place; then every process adds
  * to node rank 0's counter (CH3 applies it under the window's mutex). */
 static void check_shared_window(MPI_Comm node, int rank)
@@ -206,6 +232,8 @@ int main(int argc, char **argv)
 	check_members(node, rank, size);
 	if (ar_bytes || bc_bytes)
 		check_collectives(node, rank, size, (size_t)ar_bytes, (size_t)bc_bytes);
+	if (argc == 3)
+		check_placement(argv[2], rank);
 	check_shared_window(node, rank);
 	/* key 0 for all: node ranks follow world ranks */
 	if (nsize == size)
