@@ -91,7 +91,10 @@ int ib_zc_open(struct ib_zc **zp, struct ib_dev *dev,
 	z->max_sge = (unsigned int)ib_dev_send_sge(dev);
 	if (z->max_sge > IB_ZC_SGE_MAX)
 		z->max_sge = IB_ZC_SGE_MAX;
-	z->wait_ns = ctx->peer_timeout_ns;
+	/* a read in flight is the probe, as a write is for the keepalive:
+	 * the same 1.5 x RDMACH_PEER_TIMEOUT_MS (1 x fired on healthy peers
+	 * of guests starved by their host's load) */
+	z->wait_ns = ctx->peer_timeout_ns + ctx->peer_timeout_ns / 2;
 	ret = rdmach_rcache_config_from_env(&rcfg);
 	if (ret)
 		goto err_free;
@@ -330,7 +333,7 @@ static int ib_zc_read_fail(struct ib_zc_conn *zcc, const char *why)
 }
 
 /* Poll until at most `max` reads are outstanding.  0 or a negative errno.
- * The peer is given RDMACH_PEER_TIMEOUT_MS per read that completes, not
+ * The peer is given 1.5 x RDMACH_PEER_TIMEOUT_MS per read that completes, not
  * for all of them: on a slow link, megabytes of reads in flight may take
  * longer than that while every one of them arrives. */
 static int ib_zc_wait(struct ib_zc_conn *zcc, unsigned int max)

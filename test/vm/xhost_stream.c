@@ -32,7 +32,7 @@
  *   -b  bytes per stream in -x ok (default 8M; -x reset: unbounded)
  *   -r  rate limit per stream, MB/s (default 0: none)
  *   -B  detection bound (default, with T = RDMACH_PEER_TIMEOUT_MS and
- *       n pairs of this rank across the fault: (1.5 + n - 1) x T + 3 s)
+ *       n pairs of this rank across the fault: 1.5 x n x T + 3 s)
  *   -T  give up after this long (default 300 s)
  *   -o  write each rank's output (rdmach's messages too) to DIR/rank-R.txt
  *       instead of stdout/stderr
@@ -182,11 +182,11 @@ static uint64_t xs_env_ms(const char *name, uint64_t dflt)
 /* How long a survivor may take to see resets from `pairs` dead peers: a
  * silent peer is probed after T/2 and declared dead T later (1.5 T); a get
  * that waits for a zero-copy read from one dead peer holds up the others'
- * probes by up to T each; 3 s for the emulated CPU. */
+ * probes by up to 1.5 T each; 3 s for the emulated CPU. */
 static uint64_t xs_bound_ns(uint64_t peer_ms, int pairs)
 {
-	return peer_ms * 1500000u + 3000000000u +
-	       (uint64_t)(pairs > 1 ? pairs - 1 : 0) * peer_ms * 1000000u;
+	return (uint64_t)(pairs > 1 ? pairs : 1) * peer_ms * 1500000u +
+	       3000000000u;
 }
 
 /* "64K", "8M", "1G" or a plain number. */
