@@ -14,12 +14,12 @@
 #
 #   bench/host/run-mpi-mem.sh
 #
-# MPIs: build/mpich-install (ch3:rdma, `make mpich`), the ch3:nemesis
-# install named by NEMESIS_PREFIX (default build/mpich-4.0.2-nemesis-install:
-# CHANNEL=nemesis channel/build-mpich.sh, see run-mpi-versions.sh) and /usr
-# (Debian's); those missing are left out, and said so.
+# MPIs: as run-mpi.sh (bench/lib/mpis.sh: PREFIX_RDMA, default
+# build/mpich-install; PREFIX_NEMESIS, default build/mpich-nemesis-install;
+# PREFIX_UCX, default /usr, Debian's); those missing are left out, and
+# said so.
 # Environment: BENCH_RANKS ("16 64"), BENCH_REPS (3), BENCH_HOLD_MS (2000),
-#   RDMA_PREFIX, NEMESIS_PREFIX, BENCH_RESULTS (results/mpi-mem-DATE).
+#   BENCH_RESULTS (results/mpi-mem-DATE).
 # Prints the table (MiB, PSS summed over the ranks; ratio: ch3:rdma / the
 # smallest peer) and writes it to $out/summary.txt.
 set -uo pipefail
@@ -30,27 +30,10 @@ ranks=(${BENCH_RANKS:-16 64})
 out=${BENCH_RESULTS:-results/mpi-mem-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd -P)
-. bench/lib/mpicmd.sh
+. bench/lib/mpis.sh
 . bench/lib/stats.sh
 
-declare -A prefix label
-names=()
-add() {	# prefix name label
-	local p=$1 n=$2
-	if [ -x "$(mpi_cmd "$p" mpicc)" ] && [ -x "$(mpi_cmd "$p" mpiexec)" ]; then
-		mkdir -p "$out/$n"
-		"$(mpi_cmd "$p" mpicc)" -O2 -o "$out/$n/mpi_neighbors" \
-			channel/test/mpi_neighbors.c ||
-			{ echo "run-mpi-mem: $n: mpi_neighbors does not build" >&2; exit 1; }
-		prefix[$n]=$p label[$n]=$3 names+=("$n")
-	else
-		echo "run-mpi-mem: no $3 in $p: left out"
-	fi
-}
-add "${RDMA_PREFIX:-$root/build/mpich-install}" rdma "ch3:rdma"
-add "${NEMESIS_PREFIX:-$root/build/mpich-4.0.2-nemesis-install}" nemesis "ch3:nemesis"
-add /usr ucx "ch4:ucx (Debian)"
-[ ${#names[@]} -gt 0 ] || { echo "run-mpi-mem: no MPI to measure" >&2; exit 1; }
+mpis_build run-mpi-mem "$out" "rdma nemesis ucx" channel/test/mpi_neighbors
 
 echo "# uptime: $(uptime)" | tee "$out/summary.txt"
 for r in $(seq 1 "$reps"); do

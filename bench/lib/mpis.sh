@@ -6,7 +6,8 @@
 #   label[NAME]   its device: ch3:rdma, ch3:nemesis, ch3:sock, ch4:ucx
 #   mpis_build TAG OUT "NAMES" PROG...
 #                 for each MPI of NAMES with an mpicc and an mpiexec, build
-#                 bench/PROG.c into OUT/NAME/PROG; names=( those built );
+#                 bench/src/PROG.c (or DIR/PROG.c when PROG names a
+#                 directory) into OUT/NAME/PROG; names=( those built );
 #                 exits when a program does not build or no MPI is there
 . bench/lib/mpicmd.sh
 declare -A prefix=([rdma]=${PREFIX_RDMA:-$(pwd -P)/build/mpich-install}
@@ -17,7 +18,7 @@ declare -A label=([rdma]=ch3:rdma [nemesis]=ch3:nemesis [sock]=ch3:sock
 		  [ucx]=ch4:ucx)
 
 mpis_build() {
-	local tag=$1 dir=$2 want=$3 n p b
+	local tag=$1 dir=$2 want=$3 n p b src
 	shift 3
 	names=()
 	for n in $want; do
@@ -25,7 +26,8 @@ mpis_build() {
 		if [ -n "$p" ] && [ -x "$(mpi_cmd "$p" mpicc)" ] && [ -x "$(mpi_cmd "$p" mpiexec)" ]; then
 			mkdir -p "$dir/$n"
 			for b in "$@"; do
-				"$(mpi_cmd "$p" mpicc)" -O2 -Ibench/src -o "$dir/$n/$b" "bench/src/$b.c" -lm ||
+				case $b in */*) src=$b.c b=${b##*/} ;; *) src=bench/src/$b.c ;; esac
+				"$(mpi_cmd "$p" mpicc)" -O2 -Ibench/src -o "$dir/$n/$b" "$src" -lm ||
 					{ echo "$tag: $n: $b does not build" >&2; exit 1; }
 			done
 			names+=("$n")
