@@ -113,10 +113,10 @@ int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev, struct ibv_cq *cq,
 void ib_srq_close(struct ib_srq *s);
 
 /* The ctrl words of cold connections, IB_SRQ_CTRL_SLOT bytes apiece,
- * packed into shared pages: a page per cold peer (the MR's granularity
- * is bytes, not pages: each connection registers its own slot, so that a
- * peer's key reaches no other's words) was 4 KiB per peer connected.
- * get: a zeroed slot, or NULL; pages go back at ib_srq_close. */
+ * packed into shared pages instead of a page each.  Each connection
+ * registers its own slot (an MR's bounds are bytes, not pages), so that a
+ * peer's key reaches no other connection's words.  get: a zeroed slot,
+ * or NULL; the pages go back at ib_srq_close. */
 #define IB_SRQ_CTRL_SLOT 128
 void *ib_srq_ctrl_get(struct ib_srq *s);
 void ib_srq_ctrl_put(struct ib_srq *s, void *slot);
