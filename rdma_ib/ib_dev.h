@@ -69,7 +69,7 @@ struct ib_addr {
  * peer of the previous version cannot follow.  (Defined from outside only
  * to test the refusal: test/run-cluster.sh builds a "future" peer.) */
 #ifndef IB_WIRE_VERSION
-#define IB_WIRE_VERSION 1
+#define IB_WIRE_VERSION 2
 #endif
 
 struct ib_qp_params {

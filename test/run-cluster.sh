@@ -70,6 +70,9 @@ case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 PREFIX=${PREFIX:-$ROOT/build/mpich-install}
 MPICH_WORK=${MPICH_WORK:-$ROOT/build/mpich}
 VM=$ROOT/test/vm/vm-cluster.sh
+# rdma_ib's wire version, and the next one (a build of it must be refused)
+WIRE=$(sed -n 's/^#define IB_WIRE_VERSION \([0-9][0-9]*\)$/\1/p' "$ROOT/rdma_ib/ib_dev.h")
+WIRE_NEXT=$((WIRE + 1))
 
 # ======================================================= inside the head VM
 if [ "${1:-}" = --inner ]; then
@@ -550,12 +553,12 @@ if [ "${1:-}" = --inner ]; then
 		else
 			skip version-previous-on-vm4 "no build of the previous version"
 		fi
-		wire2=$BUILD/cluster-wire2/test/vm/xhost_stream
-		if [ -x "$wire2" ]; then
-			refused version-wire-2-on-vm4 'speaks rdma_ib wire version 2, this rank 1' 120 \
-				-f "$H14" -n 2 "$X" -b 1M : -n 2 "$wire2" -b 1M
+		wire_next=$BUILD/cluster-wire-next/test/vm/xhost_stream
+		if [ -x "$wire_next" ]; then
+			refused version-wire-next-on-vm4 "speaks rdma_ib wire version $WIRE_NEXT, this rank $WIRE" 120 \
+				-f "$H14" -n 2 "$X" -b 1M : -n 2 "$wire_next" -b 1M
 		else
-			skip version-wire-2-on-vm4 "no build with IB_WIRE_VERSION=2"
+			skip version-wire-next-on-vm4 "no build with IB_WIRE_VERSION=$WIRE_NEXT"
 		fi
 		fault fault-vm3-killed-of-4 vm3 -n 4 "$X" -r 2 -w 2 \
 			-a "vmctl kill vm3" -T 120
@@ -641,7 +644,7 @@ mpi_build() {
 }
 
 # builds of other versions for the version tests (full): the commit before
-# the wire version field, and this tree with IB_WIRE_VERSION=2
+# the wire version field, and this tree with the next IB_WIRE_VERSION
 other_builds() {
 	local rev
 	rev=$(git -C "$ROOT" log --format=%H -S'IB_WIRE_VERSION' --reverse -- rdma_ib/ib.h rdma_ib/ib_dev.h 2>/dev/null | head -n1)
@@ -651,9 +654,9 @@ other_builds() {
 			make -C "$BUILD/cluster-old" -j2 build/test/test_conformance >"$BUILD/cluster-old.log" 2>&1 ||
 			echo "run-cluster: the build of ${rev:0:12}^ failed ($BUILD/cluster-old.log)"
 	fi
-	make -C "$ROOT" -j2 O="$BUILD/cluster-wire2" EXTRA_CFLAGS=-DIB_WIRE_VERSION=2 \
-		"$BUILD/cluster-wire2/test/vm/xhost_stream" >"$BUILD/cluster-wire2.log" 2>&1 ||
-		echo "run-cluster: the IB_WIRE_VERSION=2 build failed ($BUILD/cluster-wire2.log)"
+	make -C "$ROOT" -j2 O="$BUILD/cluster-wire-next" EXTRA_CFLAGS=-DIB_WIRE_VERSION=$WIRE_NEXT \
+		"$BUILD/cluster-wire-next/test/vm/xhost_stream" >"$BUILD/cluster-wire-next.log" 2>&1 ||
+		echo "run-cluster: the IB_WIRE_VERSION=$WIRE_NEXT build failed ($BUILD/cluster-wire-next.log)"
 }
 
 mpi_build || echo "run-cluster: compiling the MPI programs failed (PREFIX=$PREFIX)"
