@@ -1186,8 +1186,9 @@ static __attribute__((noinline)) ssize_t ib_get_idle(struct ib_conn *ic)
 	if (ib_sp_unposted(&ic->sp) && ib_sp_tx_progress(&ic->sp))
 		return ic->conn->err;
 	ib_credit_out(ic);
-	fin = ib_peer_load64(&ic->ctrl->fin);	/* once: tested, then compared */
-	fin = fin & IB_FIN_SET ? fin & ~IB_FIN_SET : 0;
+	/* once: tested, then compared (half-placed, too small: early end) */
+	if (!ib_peer_whole(ib_peer_load64(&ic->ctrl->fin), &fin))
+		fin = 0;
 	/* its shared-path messages went before fin, their count with it */
 	if (fin && ic->rx.pos + 1 >= fin &&
 	    (!ic->rx_cold || (ic->srx.head < 0 && ic->srx.rcvd >=
@@ -2095,7 +2096,7 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 			     ic->stx.sent, IB_WR_DATA, 0);
 	if (ic->sq_free >= 1)
 		ib_post_ctrl(ic, offsetof(struct ib_ctrl, fin),
-			     (ic->tx.head + 1) | IB_FIN_SET, IB_WR_FIN, 1);
+			     (ic->tx.head + 1) | IB_PEER_WHOLE, IB_WR_FIN, 1);
 }
 
 int ib_ep_drained(const struct ib_conn *ic)

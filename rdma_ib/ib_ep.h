@@ -44,7 +44,7 @@ struct ib_ctrl {
 	uint64_t head;		/* basic mode: the peer's head in our ring */
 	uint64_t tail;		/* the peer's consumed count of our packets */
 	uint64_t fin;		/* the peer finalized: its final head + 1,
-				 * | IB_FIN_SET (!= 0: it is finalizing) */
+				 * | IB_PEER_WHOLE (!= 0: it is finalizing) */
 	uint64_t ka;		/* keepalive target, never read */
 	uint64_t zc_ack;	/* last zero-copy put the peer has read */
 	struct ib_sp_ctrl sp;	/* its superpipeline's ack, landing area */
@@ -59,11 +59,6 @@ struct ib_ctrl {
 };
 
 #define IB_RING_OFFER (1ull << 32)
-
-/* In fin's top byte, the last one an RDMA write places: its value is
- * whole once this is there (read as its bytes land, a final head too
- * small would end the stream early). */
-#define IB_FIN_SET (1ull << 63)
 
 struct ib_sig {			/* a signalled WR in flight */
 	uint64_t head;		/* ring bytes written when it completes */

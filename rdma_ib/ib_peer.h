@@ -31,6 +31,22 @@ static inline uint64_t ib_peer_load64(const uint64_t *p)
 	return proto_peer_load64_acq(p);
 }
 
+/* A word whose value is used only once all its bytes are there: the
+ * writer sets IB_PEER_WHOLE, in the top byte, which an RDMA write places
+ * last (a word polled for != 0 can be read while its bytes land: an
+ * address or a bound read so is wrong).  Counters that only grow need
+ * none: half-placed, they say less, never more. */
+#define IB_PEER_WHOLE (1ull << 63)
+
+/* w, loaded once: 1 and *v its value if it is whole, else 0. */
+static inline int ib_peer_whole(uint64_t w, uint64_t *v)
+{
+	if (!(w & IB_PEER_WHOLE))
+		return 0;
+	*v = w & ~IB_PEER_WHOLE;
+	return 1;
+}
+
 /* A descriptor into private memory, to be checked and used there. */
 static inline void ib_peer_snap(void *dst, const void *src, size_t n)
 {

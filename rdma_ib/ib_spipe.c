@@ -120,12 +120,12 @@ int ib_sp_tx_progress(struct ib_sp_conn *sp)
 				  "ack beyond what was sent");
 	/* the address once: tested, then kept (the key, written before it
 	 * by the same write, is there once the address's top byte is) */
-	if (!sp->r_land && ((a = ib_peer_load64(&in->addr)) & IB_SP_LAND_SET)) {
-		if (!(a & ~IB_SP_LAND_SET))
+	if (!sp->r_land && ib_peer_whole(ib_peer_load64(&in->addr), &a)) {
+		if (!a)
 			return ib_sp_fail(sp, -EPROTO, "protocol error: "
 					  "superpipeline landing address 0");
 		sp->r_rkey = (uint32_t)ib_peer_load64(&in->rkey);
-		sp->r_land = a & ~IB_SP_LAND_SET;
+		sp->r_land = a;
 	}
 	if (!ib_sp_unposted(sp))
 		return 0;
@@ -207,7 +207,7 @@ static int ib_sp_land(struct ib_sp_conn *sp)
 				  "superpipeline's landing area (ulimit -l?)");
 	sp->land_len = len;
 	w[0] = sp->land_mr->rkey;
-	w[1] = (uint64_t)(uintptr_t)sp->land | IB_SP_LAND_SET;
+	w[1] = (uint64_t)(uintptr_t)sp->land | IB_PEER_WHOLE;
 	return sp->ep.ops->post_ctrl(sp->ep.arg,
 				     offsetof(struct ib_sp_ctrl, rkey), w, 2);
 }

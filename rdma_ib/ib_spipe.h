@@ -64,13 +64,8 @@ struct rdmach_conn;
 struct ib_sp_ctrl {
 	uint64_t ack;		/* last chunk it copied out */
 	uint64_t rkey;		/* its landing area: key, then address | */
-	uint64_t addr;		/*   IB_SP_LAND_SET, in one write */
+	uint64_t addr;		/*   IB_PEER_WHOLE, in one write */
 };
-
-/* In the address's top byte, the last one an RDMA write places: the
- * other bytes are there once it is (an address read while its bytes
- * land, tested for != 0, was a wrong address: remote access errors). */
-#define IB_SP_LAND_SET (1ull << 63)
 
 /* What the superpipeline asks of its endpoint, which owns the QP, the
  * ring and the ctrl area (ib_ep.c); the first argument is
