@@ -59,17 +59,23 @@ static long kernel_count(const char *what, const char *must, long *bytes)
 	return pclose(f) == 0 && any ? n : -1;
 }
 
-static long vmpin_kb(void)
+/* The KiB of the line "key: N kB" in /proc/self/file; -1 if the kernel
+ * does not say. */
+static long proc_kb(const char *file, const char *key)
 {
-	char line[256];
+	char path[64], line[256];
+	size_t n = strlen(key);
 	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f;
 
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmPin:", 6))
-			kb = strtol(line + 6, NULL, 10);
-	if (f)
-		fclose(f);
+	snprintf(path, sizeof(path), "/proc/self/%s", file);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (kb < 0 && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':')
+			kb = strtol(line + n + 1, NULL, 10);
+	fclose(f);
 	return kb;
 }
 
@@ -82,25 +88,8 @@ static void resources(int rank, const char *phase)
 	qps = kernel_count("qp", "type RC", NULL);
 	mrs = kernel_count("mr", NULL, &mr_bytes);
 	printf("rank %d after %s: rc_qps %ld mrs %ld mr_bytes %ld vmpin_kb %ld\n",
-	       rank, phase, qps, mrs, mr_bytes, vmpin_kb());
+	       rank, phase, qps, mrs, mr_bytes, proc_kb("status", "VmPin"));
 	fflush(stdout);
-}
-
-/* Its proportional set size (shared pages divided among the processes
- * mapping them), KiB; -1 if the kernel does not say. */
-static long pss_kb(void)
-{
-	FILE *f = fopen("/proc/self/smaps_rollup", "r");
-	char line[256];
-	long kb = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Pss: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
 }
 
 /* MPI_NEIGHBORS_HOLD_MS=T: T ms calling nothing, its PSS read half-way */
@@ -113,7 +102,10 @@ static void hold(int rank, const char *phase)
 		return;
 	half = (useconds_t)atoi(ms) * 500;
 	usleep(half);
-	printf("rank %d at %s: pss %ld kB\n", rank, phase, pss_kb());
+	/* its proportional set size: shared pages divided among the
+	 * processes that map them */
+	printf("rank %d at %s: pss %ld kB\n", rank, phase,
+	       proc_kb("smaps_rollup", "Pss"));
 	fflush(stdout);
 	usleep(half);
 }
