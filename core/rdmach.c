@@ -297,6 +297,84 @@ static int core_fence(struct rdmach_ctx *ctx, const char *what)
 	return ret;
 }
 
+/* A fence during which this process keeps answering the transports'
+ * connection requests: the fence runs on a thread of its own while this
+ * one polls (listen).  Under RDMACH_CONNECT=all a rank whose connections
+ * are all up enters the fence "connections made"; a peer whose last
+ * answer from it was lost retransmits, and would wait in vain for a rank
+ * blocked in the fence, which waits in turn for that peer. */
+struct core_fence_job {
+	struct rdmach_ctx *ctx;
+	pthread_mutex_t lock;
+	pthread_cond_t over;
+	int done, ret;
+};
+
+static void *core_fence_thread(void *arg)
+{
+	struct core_fence_job *job = arg;
+	int ret = job->ctx->oob.fence(job->ctx->oob.arg);
+
+	pthread_mutex_lock(&job->lock);
+	job->ret = ret;
+	job->done = 1;
+	pthread_cond_signal(&job->over);
+	pthread_mutex_unlock(&job->lock);
+	return NULL;
+}
+
+/* Poll the transports every millisecond until the fence is over: the
+ * launcher and the peers share the CPUs with this process. */
+static void core_fence_listen(struct core_fence_job *job)
+{
+	struct rdmach_ctx *ctx = job->ctx;
+	struct timespec until;
+	int t;
+
+	pthread_mutex_lock(&job->lock);
+	while (!job->done) {
+		pthread_mutex_unlock(&job->lock);
+		for (t = 0; t < RDMACH_TL_MAX; t++)
+			if (ctx->tls[t] && ctx->tls[t]->ops->listen)
+				ctx->tls[t]->ops->listen(ctx->tls[t]);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 1000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&job->lock);
+		if (!job->done)
+			pthread_cond_timedwait(&job->over, &job->lock, &until);
+	}
+	pthread_mutex_unlock(&job->lock);
+}
+
+static int core_fence_answering(struct rdmach_ctx *ctx, const char *what)
+{
+	struct core_fence_job job = {
+		.ctx = ctx,
+		.lock = PTHREAD_MUTEX_INITIALIZER,
+		.over = PTHREAD_COND_INITIALIZER,
+	};
+	pthread_t thread;
+	int ret;
+
+	ret = pthread_create(&thread, NULL, core_fence_thread, &job);
+	if (ret) {	/* no thread: the fence as before, answering nobody */
+		rdmach_debug("fence (%s) on this thread: %s", what,
+			     strerror(ret));
+		return core_fence(ctx, what);
+	}
+	core_of(ctx)->x.oob_fences++;
+	core_fence_listen(&job);
+	pthread_join(thread, NULL);
+	if (job.ret)
+		rdmach_err("out-of-band fence (%s) failed: %s", what,
+			   rdmach_strerror(job.ret));
+	return job.ret;
+}
+
 /* RDMACH_TRANSPORT: auto, or the name of a transport built in. */
 static int core_read_policy(struct core_ctx *c)
 {
@@ -1018,7 +1096,8 @@ int rdmach_connect(rdmach_ctx_t *ctx)
 	ret = core_run_phase(ctx, choice, peers, 1);
 	if (ret)
 		goto out;
-	ret = core_fence(ctx, "connections made");
+	ret = ctx->demand ? core_fence(ctx, "connections made") :
+			    core_fence_answering(ctx, "connections made");
 	if (ret)
 		goto out;
 	for (t = 0; t < RDMACH_TL_MAX; t++) {

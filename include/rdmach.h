@@ -81,7 +81,9 @@ typedef struct rdmach_conn rdmach_conn_t;
  * put publishes a key of this process; fence is collective over the whole
  * group and makes every earlier put visible to every get.  Keys and values
  * are NUL-terminated strings of printable characters without spaces.
- * Each callback returns 0 or a negative errno value.
+ * Each callback returns 0 or a negative errno value.  rdmach_connect may
+ * call fence on a thread of its own while the calling thread answers the
+ * peers' connection requests; no two callbacks ever run at once.
  */
 typedef struct rdmach_oob {
     int rank;                   /* this process, 0..size-1 */
@@ -232,7 +234,9 @@ RDMACH_API ssize_t rdmach_peek(rdmach_conn_t *conn, const void **buf);
 RDMACH_API int rdmach_consume(rdmach_conn_t *conn, size_t n);
 
 /* Advance every connection (completions, credit returns, acknowledgements)
- * without moving user data.  Returns 0 or the first connection error. */
+ * without moving user data.  Returns 0, or the error of the first
+ * connection found failed, at this call and every later one (the other
+ * connections still advance; a peer that finalized is not a failure). */
 RDMACH_API int rdmach_progress(rdmach_ctx_t *ctx);
 
 /* Idle waits, for a caller with nothing to do (an MPI progress engine

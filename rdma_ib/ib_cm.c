@@ -65,9 +65,7 @@ struct ib_cm_peer {
 	int rtr;		/* it said its QP is connected to ours */
 	int active;		/* we want it up: retransmit until it is */
 	unsigned int pend_at;	/* while active: its index in ib_cm.pend */
-	int said_up;		/* a message of it had IB_CM_F_UP */
 	uint64_t deadline, next_tx, rto;
-	uint64_t last_rx;	/* when its last message was handled */
 };
 
 struct ib_cm {
@@ -513,9 +511,6 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 	if (tl->base.ctx->conns[peer].err ||
 	    ib_cm_connect_ep(tl, peer, m))
 		return;
-	p->last_rx = rdmach_now_ns();
-	if (m->flags & IB_CM_F_UP)
-		p->said_up = 1;
 	if (m->flags & IB_CM_F_RTR)
 		p->rtr = 1;
 	if (p->rtr)
@@ -701,31 +696,6 @@ void ib_cm_listen(struct rdmach_tl *base)
 		ib_cm_poll(tl);
 }
 
-/* rdmach_connect's collective fence comes next, where this process
- * answers nobody.  A peer that has not said it is up (no IB_CM_F_UP from
- * it) may have lost our last answer: it retransmits within
- * IB_CM_RTO_MAX_NS of its previous message, so keep answering until each
- * such peer has been quiet for twice that (a loss seen under load: 64
- * ranks on 4 emulated hosts, the peer waiting in vain behind the fence). */
-static void ib_cm_linger(struct ib_tl *tl, const int *peers, int npeers)
-{
-	struct ib_cm_peer *p;
-	uint64_t now;
-	int i, waiting;
-
-	do {
-		ib_cm_poll(tl);
-		now = rdmach_now_ns();
-		for (i = 0, waiting = 0; i < npeers && !waiting; i++) {
-			p = &tl->cm->peers[peers[i]];
-			waiting = !p->said_up && !tl->base.ctx->conns[peers[i]].err &&
-				  now - p->last_rx < 2 * IB_CM_RTO_MAX_NS;
-		}
-		if (waiting)
-			sched_yield();
-	} while (waiting);
-}
-
 int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 {
 	int i, ret, left = npeers;
@@ -743,7 +713,8 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 			left += !ret;
 		}
 	}
-	ib_cm_linger(tl, peers, npeers);
+	/* a peer may still wait for our last answer: rdmach_connect's fence
+	 * keeps answering (core_fence_answering) */
 	return 0;
 }
 

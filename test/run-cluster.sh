@@ -33,7 +33,8 @@
 #             builds of other versions, a VM killed among 4
 #          C  2 VMs: an MPI job that loses a VM (mpiexec ends in error)
 #          D  (only when CLUSTER_BOOTS names it) 4 VMs: 64 ranks
-#             round-robin, ring neighbours then all-to-all under demand:
+#             round-robin, ring neighbours then all-to-all under demand
+#             and under all:
 #             the kernel's RC QPs per rank after each phase (what the
 #             ranks used, no more), registered bytes
 #          S  2 VMs running Slurm (vm-cluster.sh --slurm): jobs started by
@@ -320,8 +321,6 @@ if [ "${1:-}" = --inner ]; then
 	}
 
 	# scale64 CONNECT: 64 ranks, 16 per VM placed round-robin (a rank's
-	# (D runs demand: under all, 64 ranks in these VMs have not finished
-	# rdmach_connect: a rank stops answering connection requests, open)
 	# ring neighbours on other VMs), mpi_neighbors alltoall with the
 	# kernel's view after each phase: RC QPs = the ib peers used (2
 	# after the neighbours under demand, the 48 on other VMs after the
@@ -566,6 +565,7 @@ if [ "${1:-}" = --inner ]; then
 	D)
 		if have_mpich; then
 			scale64 demand
+			scale64 all
 		else
 			skip scale64 "no MPICH ch3:rdma in $PREFIX (make mpich)"
 		fi
