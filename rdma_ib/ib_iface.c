@@ -131,13 +131,15 @@ static int ib_progress(struct rdmach_tl *base)
 		struct ib_conn *ic = tl->live[i];
 
 		if (ic->broken || ic->conn->err) {
+			if (!tl->failed)
+				tl->failed = ic->conn->err;
 			ib_ep_live_drop(ic);
 			continue;
 		}
 		ib_ep_progress(ic);
 		i++;
 	}
-	return 0;
+	return tl->failed;
 }
 
 /* ---- open and wire-up ------------------------------------------------------ */

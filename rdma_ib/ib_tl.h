@@ -37,6 +37,8 @@ struct ib_tl {
 	 * each one's index): progress visits these, not every rank */
 	struct ib_conn **live;
 	unsigned int nlive;
+	int failed;		/* the first failed connection's error, which
+				 * progress returns from then on (as shm) */
 	enum ring_mode mode;
 	uint64_t ring_size, chunk, credit_thr;
 	unsigned int sq_depth, inline_want, inline_max;

@@ -413,7 +413,10 @@ static int cn_progress_list(struct tst *t)
 	TST_CHECK(t, t->rank < 2 || strstr(rdmach_conn_error(c), "rank 3"),
 		  "rdmach_progress alone did not find rank 3 dead within "
 		  "%.1f s", (double)(rdmach_now_ns() - t0) / 1e9);
-	rdmach_progress(ctx);
+	TST_CHECK(t, rdmach_progress(ctx) == (t->rank < 2 ? 0 : -ECONNRESET),
+		  "rdmach_progress after rank 3 died: %s (want %s)",
+		  rdmach_strerror(rdmach_progress(ctx)),
+		  t->rank < 2 ? "0" : "ECONNRESET");
 	TST_CHECK(t, cn_polled(ctx) == (t->rank < 2),
 		  "%ld connections polled after rank 3 died (want %d)",
 		  cn_polled(ctx), t->rank < 2);
