@@ -109,4 +109,13 @@ int ib_gid_is_v4mapped(const union ibv_gid *g);
 /* The GID as an IPv6 address (INET6_ADDRSTRLEN bytes are enough). */
 const char *ib_gid_str(const union ibv_gid *g, char *buf, size_t len);
 
+/* How long a probe of the peer's adapter may go unanswered (a write of
+ * the keepalive, the writes that fill a send queue, a zero-copy read):
+ * 1.5 x RDMACH_PEER_TIMEOUT_MS, the keepalive's half of silence and its
+ * wait (1 x failed healthy peers of guests starved by their host). */
+static inline uint64_t ib_dev_probe_wait_ns(uint64_t peer_timeout_ns)
+{
+	return peer_timeout_ns + peer_timeout_ns / 2;
+}
+
 #endif /* RDMACH_IB_H */

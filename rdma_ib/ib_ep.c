@@ -388,11 +388,11 @@ static void ib_idle(struct ib_conn *ic)
 		/* no slot for a probe: every one holds a write the peer's
 		 * adapter has not acknowledged, and those are the probe (rxe
 		 * retries them for ever: no error would ever come) */
-		if (now - ic->idle_since < limit + limit / 2)
+		if (now - ic->idle_since < ib_dev_probe_wait_ns(limit))
 			return;
 		snprintf(msg, sizeof(msg), "no answer from the peer's adapter "
 			 "within %.1f s, send queue full (peer dead?)",
-			 (double)(limit + limit / 2) / 1e9);
+			 (double)ib_dev_probe_wait_ns(limit) / 1e9);
 		ic->broken = 1;
 		ib_fail(ic, -ECONNRESET, msg);
 		return;

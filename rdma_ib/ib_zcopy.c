@@ -91,10 +91,8 @@ int ib_zc_open(struct ib_zc **zp, struct ib_dev *dev,
 	z->max_sge = (unsigned int)ib_dev_send_sge(dev);
 	if (z->max_sge > IB_ZC_SGE_MAX)
 		z->max_sge = IB_ZC_SGE_MAX;
-	/* a read in flight is the probe, as a write is for the keepalive:
-	 * the same 1.5 x RDMACH_PEER_TIMEOUT_MS (1 x fired on healthy peers
-	 * of guests starved by their host's load) */
-	z->wait_ns = ctx->peer_timeout_ns + ctx->peer_timeout_ns / 2;
+	/* a read in flight is the probe, as a write is for the keepalive */
+	z->wait_ns = ib_dev_probe_wait_ns(ctx->peer_timeout_ns);
 	ret = rdmach_rcache_config_from_env(&rcfg);
 	if (ret)
 		goto err_free;
