@@ -21,9 +21,11 @@
 #   -t, --time-limit SEC  per run       [TIME_LIMIT; S 120 W 300 A 900 B 3600]
 #   -o, --out DIR         result folder       [OUT; results/nas-DATE]
 #       --stats           RDMACH_STATS=1: rdmach's counters summed per run
-#       --vm              run in the Soft-RoCE VM over verbs (first MPI only,
-#                         RDMACH_TRANSPORT=ib; binaries built on the host)
-#       --cluster N       run across N Soft-RoCE VMs (2..4, first MPI only:
+#       --vm              run in the Soft-RoCE VM over verbs (the first MPI and
+#                         its variants only, RDMACH_TRANSPORT=ib; binaries
+#                         built on the host)
+#       --cluster N       run across N Soft-RoCE VMs (2..4, the first MPI and
+#                         its variants only:
 #                         test/vm/vm-cluster.sh; ranks round-robin over the
 #                         VMs, shm between ranks of one VM, ib across)
 #       --build-only      build, do not run;   --no-build: run what is built
@@ -325,8 +327,15 @@ if [ "$vm" = 1 ] || [ -n "$cluster" ]; then
 	[ -x "${vmcmd[0]}" ] || die "no ${vmcmd[0]}"
 	out=$(abspath "${out:-$repo/results/nas-$vmtag-$(date +%Y%m%d-%H%M%S)}")
 	mkdir -p "$out" || die "cannot create $out"
+	# the first MPI and its variants (the same prefix, other settings),
+	# interleaved in the VMs as on the host
+	vm_mpis=
+	for name in "${mpi_names[@]}"; do
+		[ "${mpi_prefix[$name]}" = "${mpi_prefix[$ref]}" ] || continue
+		vm_mpis+="${vm_mpis:+ }${name}${suffix}=${mpi_prefix[$name]}${mpi_env[$name]:+,${mpi_env[$name]// /,}}"
+	done
 	args=(--in-vm -c "$classes" -n "$nps" -b "$benches" -r "$rounds" -o "$out"
-	      -m "${ref}${suffix}=${mpi_prefix[$ref]}${mpi_env[$ref]:+,${mpi_env[$ref]// /,}}")
+	      -m "$vm_mpis")
 	[ -n "$limit" ] && args+=(-t "$limit")
 	[ "$stats" = 1 ] && args+=(--stats)
 	[ -n "$wrap" ] && args+=(--wrap "$wrap")

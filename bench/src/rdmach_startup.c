@@ -18,6 +18,10 @@
  * the median, smallest and largest of 25 batches:
  *   progress n=8 connect=demand pattern=pair ns_per_call=.. min=.. max=..
  * RDMACH_STATS=1 adds each rank's counters (connections, out-of-band calls).
+ * A second line gives the ranks' memory after the first messages, the
+ * median and largest over the ranks, in kB (the kernel's figures: pinned,
+ * which counts every registration, and proportional set size):
+ *   memory n=8 connect=demand pattern=ring vmpin_kb=.. max=.. pss_kb=.. max=..
  */
 #include <errno.h>
 #include <stdio.h>
@@ -42,6 +46,25 @@ static uint64_t su_ns(clockid_t clk)
 
 	clock_gettime(clk, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A "Key:  N kB" line of /proc/self/FILE; -1 when absent. */
+static long su_proc_kb(const char *file, const char *key)
+{
+	char path[64], line[256];
+	size_t n = strlen(key);
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/%s", file);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (kb < 0 && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':')
+			kb = strtol(line + n + 1, NULL, 10);
+	fclose(f);
+	return kb;
 }
 
 static int su_die(const char *what, int err)
@@ -131,6 +154,13 @@ static int su_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The median of n values (sorted in place). */
+static double su_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), su_cmp);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* BENCH_PROGRESS_MS: rank 0's idle cost, in SU_BATCHES batches, while the
  * others wait in the fence (asleep: with more ranks than cores, spinning
  * ranks would time each other's preemption). */
@@ -158,7 +188,8 @@ int main(int argc, char **argv)
 	const char *mode = getenv("RDMACH_CONNECT");
 	const char *pms = getenv("BENCH_PROGRESS_MS");
 	char key[32], val[64];
-	double t0, t1, t2, cmax = 0, fmax = 0, c, f;
+	double t0, t1, t2, cmax = 0, fmax = 0, c, f, *pin, *pss;
+	long pin_kb, pss_kb;
 	rdmach_pmi_t *pmi;
 	rdmach_oob_t oob;
 	rdmach_ctx_t *ctx;
@@ -177,22 +208,39 @@ int main(int argc, char **argv)
 	t1 = su_ms();
 	su_first(ctx, pat, oob.rank, oob.size);
 	t2 = su_ms();
+	pin_kb = su_proc_kb("status", "VmPin");
+	pss_kb = su_proc_kb("smaps_rollup", "Pss");
 	snprintf(key, sizeof(key), "su-%d", oob.rank);
-	snprintf(val, sizeof(val), "%.3f:%.3f", t1 - t0, t2 - t1);
+	snprintf(val, sizeof(val), "%.3f:%.3f:%ld:%ld", t1 - t0, t2 - t1,
+		 pin_kb, pss_kb);
 	oob.put(oob.arg, key, val);
 	oob.fence(oob.arg);	/* also: nobody finalizes before all got */
+	pin = calloc((size_t)oob.size, sizeof(*pin));
+	pss = calloc((size_t)oob.size, sizeof(*pss));
+	if (!pin || !pss)
+		su_die("calloc", -ENOMEM);
 	for (r = 0; oob.rank == 0 && r < oob.size; r++) {
 		snprintf(key, sizeof(key), "su-%d", r);
 		if (oob.get(oob.arg, key, val, sizeof(val)) ||
-		    sscanf(val, "%lf:%lf", &c, &f) != 2)
+		    sscanf(val, "%lf:%lf:%lf:%lf", &c, &f, &pin[r],
+			   &pss[r]) != 4)
 			su_die("times", -EPROTO);
 		cmax = c > cmax ? c : cmax;
 		fmax = f > fmax ? f : fmax;
 	}
-	if (oob.rank == 0)
+	if (oob.rank == 0) {
 		printf("startup n=%d connect=%s pattern=%s connect_ms=%.1f "
 		       "first_ms=%.1f total_ms=%.1f\n", oob.size,
 		       mode ? mode : "all", pat, cmax, fmax, cmax + fmax);
+		printf("memory n=%d connect=%s pattern=%s vmpin_kb=%.0f ",
+		       oob.size, mode ? mode : "all", pat,
+		       su_median(pin, oob.size));
+		printf("max=%.0f ", pin[oob.size - 1]);
+		printf("pss_kb=%.0f ", su_median(pss, oob.size));
+		printf("max=%.0f\n", pss[oob.size - 1]);
+	}
+	free(pin);
+	free(pss);
 	if (pms && atoi(pms) > 0)
 		su_progress(ctx, &oob, pat, mode, (uint64_t)atoi(pms));
 	rdmach_finalize(&ctx);
