@@ -218,23 +218,36 @@ static inline int core_conn_live(const struct rdmach_conn *conn)
 	return core_conn_live_slow(a);
 }
 
+#define CORE_ERRMSG_MAX 256
+
 int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 {
+	char msg[CORE_ERRMSG_MAX];
 	va_list ap;
 	int n;
 
 	if (conn->err)
 		return err;
-	n = snprintf(conn->errmsg, sizeof(conn->errmsg),
-		     "connection to rank %d (%s) failed: ", conn->peer,
-		     conn->tl ? conn->tl->ops->name :
+	n = snprintf(msg, sizeof(msg), "connection to rank %d (%s) failed: ",
+		     conn->peer, conn->tl ? conn->tl->ops->name :
 		     conn->via ? conn->via->ops->name : "none");
 	va_start(ap, fmt);
-	vsnprintf(conn->errmsg + n, sizeof(conn->errmsg) - (size_t)n, fmt, ap);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 	va_end(ap);
+	conn->errmsg = strdup(msg);	/* NULL: rdmach_conn_error says so */
 	conn->err = err;
-	rdmach_err("%s", conn->errmsg);
+	rdmach_err("%s", msg);
 	return err;
+}
+
+static void core_free_conns(struct rdmach_ctx *ctx)
+{
+	int i;
+
+	for (i = 0; ctx->conns && i < ctx->size; i++)
+		free(ctx->conns[i].errmsg);
+	free(ctx->conns);
+	ctx->conns = NULL;
 }
 
 void rdmach_tl_unavailable(struct rdmach_ctx *ctx, int tl, const char *fmt,
@@ -557,7 +570,7 @@ err_close:
 	core_close_transports(&c->pub, rdmach_now_ns());
 err_free:
 	free(c->x.up_ranks);
-	free(c->pub.conns);
+	core_free_conns(&c->pub);
 	free(c);
 	return ret;
 }
@@ -1590,7 +1603,7 @@ int rdmach_finalize(rdmach_ctx_t **ctxp)
 		rdmach_print_stats(ctx, stderr);
 	core_unregister(ctx);
 	core_close_transports(ctx, rdmach_now_ns() + ctx->finalize_timeout_ns);
-	free(ctx->conns);
+	core_free_conns(ctx);
 	free(c->x.host_of);
 	free(c->x.up_ranks);
 	free(c);
@@ -1626,7 +1639,9 @@ const char *rdmach_conn_error(const rdmach_conn_t *conn)
 {
 	if (!conn || !core_conn_live(conn))
 		return "not a live connection";
-	return conn->err ? conn->errmsg : "";
+	if (!conn->err)
+		return "";
+	return conn->errmsg ? conn->errmsg : "failed (no memory for the message)";
 }
 
 const char *rdmach_conn_transport(const rdmach_conn_t *conn)

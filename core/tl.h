@@ -128,7 +128,9 @@ struct rdmach_conn {
 	/* rdmach_consume calls and bytes: printed by rdmach_print_stats, not
 	 * in rdmach_stats_t (its size is part of the ABI) */
 	uint64_t in_place_reads, in_place_bytes;
-	char errmsg[256];
+	/* with err: what failed (allocated then: a process keeps one
+	 * rdmach_conn per rank of the job, most never fail) */
+	char *errmsg;
 };
 
 struct rdmach_ctx {
