@@ -158,10 +158,12 @@ void ib_zc_conn_release(struct ib_zc_conn *zcc)
 {
 	if (zcc->zc) {
 		for (; zcc->tx_first != zcc->next_id; zcc->tx_first++)
-			ib_zc_tx_release(zcc, &zcc->tx[zcc->tx_first %
-						       IB_ZC_TX_MAX]);
+			ib_zc_tx_release(zcc, &zcc->m->tx[zcc->tx_first %
+							  IB_ZC_TX_MAX]);
 		zcc->wait_id = 0;
 	}
+	free(zcc->m);
+	zcc->m = NULL;
 	if (zcc->b_mr)
 		ibv_dereg_mr(zcc->b_mr);
 	free(zcc->b_buf);
@@ -193,11 +195,14 @@ int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 			int iovcnt, size_t head, void *out, int wait)
 {
 	struct ib_zc_ctl *ctl = out;
-	struct ib_zc_tx *tx = &zcc->tx[zcc->next_id % IB_ZC_TX_MAX];
 	const struct iovec *pv = iov + !!head;
 	int i, n = rdmach_rndv_pieces(iovcnt, head), ret;
+	struct ib_zc_tx *tx;
 	size_t sum = 0;
 
+	if (!zcc->m && !(zcc->m = calloc(1, sizeof(*zcc->m))))
+		return -EAGAIN;		/* the caller copies instead */
+	tx = &zcc->m->tx[zcc->next_id % IB_ZC_TX_MAX];
 	tx->nreg = 0;
 	ctl->h.nsegs = 0;
 	for (i = 0; i < n; i++) {
@@ -231,7 +236,8 @@ int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 	if (wait) {
 		zcc->wait_id = ctl->h.id;
 		zcc->tx_iovcnt = n + !!head;
-		memcpy(zcc->tx_iov, iov, (size_t)zcc->tx_iovcnt * sizeof(*iov));
+		memcpy(zcc->m->tx_iov, iov,
+		       (size_t)zcc->tx_iovcnt * sizeof(*iov));
 	}
 	return (int64_t)ctl->h.id;
 }
@@ -239,7 +245,7 @@ int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 void ib_zc_tx_reap(struct ib_zc_conn *zcc, uint64_t acked_id)
 {
 	while (zcc->tx_first != zcc->next_id && zcc->tx_first <= acked_id) {
-		struct ib_zc_tx *tx = &zcc->tx[zcc->tx_first % IB_ZC_TX_MAX];
+		struct ib_zc_tx *tx = &zcc->m->tx[zcc->tx_first % IB_ZC_TX_MAX];
 
 		zcc->conn->stats.zcopy_msgs++;
 		zcc->conn->stats.zcopy_bytes += tx->bytes;
@@ -251,11 +257,12 @@ void ib_zc_tx_reap(struct ib_zc_conn *zcc, uint64_t acked_id)
 ssize_t ib_zc_put_poll(struct ib_zc_conn *zcc, const struct iovec *iov,
 		       int iovcnt, uint64_t acked_id)
 {
-	const struct ib_zc_tx *tx = &zcc->tx[zcc->wait_id % IB_ZC_TX_MAX];
+	const struct ib_zc_tx *tx = &zcc->m->tx[zcc->wait_id % IB_ZC_TX_MAX];
 	size_t bytes = tx->head + tx->bytes;
 
 	if (iovcnt < zcc->tx_iovcnt ||
-	    memcmp(iov, zcc->tx_iov, (size_t)zcc->tx_iovcnt * sizeof(*iov))) {
+	    memcmp(iov, zcc->m->tx_iov,
+		   (size_t)zcc->tx_iovcnt * sizeof(*iov))) {
 		rdmach_err("ib: put to rank %d retried with a different iovec "
 			   "while a zero-copy put of %zu bytes is pending",
 			   zcc->conn->peer, bytes);
@@ -292,15 +299,19 @@ static int ib_zc_bad(struct ib_zc_conn *zcc, const char *field, uint64_t v)
 static int ib_zc_rx_snap(struct ib_zc_conn *zcc, const void *pkt,
 			 uint32_t len)
 {
-	const struct rdmach_rndv_hdr *r = &zcc->rx_pkt.h;
+	const struct rdmach_rndv_hdr *r;
 	uint64_t sum = 0;
 	uint32_t i;
 
 	if (zcc->rx_have)
 		return 0;
-	if (len < sizeof(*r) || len > sizeof(zcc->rx_pkt))
+	if (!zcc->m && !(zcc->m = calloc(1, sizeof(*zcc->m))))
+		return rdmach_conn_fail(zcc->conn, -ENOMEM, "ib: no memory "
+					"for a zero-copy put's records");
+	r = &zcc->m->rx_pkt.h;
+	if (len < sizeof(*r) || len > sizeof(zcc->m->rx_pkt))
 		return ib_zc_bad(zcc, "length", len);
-	ib_peer_snap(&zcc->rx_pkt, pkt, len);
+	ib_peer_snap(&zcc->m->rx_pkt, pkt, len);
 	if (!r->nsegs || r->nsegs > RDMACH_RNDV_MAX_SEGS ||
 	    len != rdmach_rndv_size(r->nsegs))
 		return ib_zc_bad(zcc, "nsegs", r->nsegs);
@@ -580,13 +591,13 @@ int ib_zc_get_stops(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
 
 	if (ret)
 		return ret;
-	return !zcc->rx_off && zcc->rx_pkt.h.total > room;
+	return !zcc->rx_off && zcc->m->rx_pkt.h.total > room;
 }
 
 ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
 		  struct rdmach_iovc *c, size_t room, uint64_t *ack)
 {
-	const struct rdmach_rndv_hdr *r = &zcc->rx_pkt.h;
+	const struct rdmach_rndv_hdr *r;
 	size_t done = 0, want;
 	ssize_t n;
 	int ret;
@@ -595,6 +606,7 @@ ssize_t ib_zc_get(struct ib_zc_conn *zcc, const void *pkt, uint32_t len,
 	ret = ib_zc_rx_snap(zcc, pkt, len);
 	if (ret)
 		return ret;
+	r = &zcc->m->rx_pkt.h;
 	want = r->total - zcc->rx_off;
 	if (want > room)
 		want = room;

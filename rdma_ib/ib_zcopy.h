@@ -114,6 +114,15 @@ struct ib_zc_ctl {
 	struct rdmach_rndv_seg s[RDMACH_RNDV_MAX_SEGS];
 };
 
+/* A connection's rendezvous records, allocated at its first zero-copy
+ * message either way: a process keeps an ib_zc_conn per peer connected,
+ * and most peers never send it one (6.8 KiB each). */
+struct ib_zc_mem {
+	struct iovec tx_iov[RDMACH_RNDV_MAX_SEGS];
+	struct ib_zc_tx tx[IB_ZC_TX_MAX];
+	struct ib_zc_ctl rx_pkt;
+};
+
 struct ib_zc_conn {
 	struct ib_zc *zc;
 	struct rdmach_conn *conn;
@@ -124,17 +133,16 @@ struct ib_zc_conn {
 	void *poll_arg;
 	/* sender: rendezvous tx_first .. next_id - 1 are posted and not
 	 * acknowledged (tx[id % IB_ZC_TX_MAX]); wait_id (0: none) is the
-	 * newest of them when it is a waiting put's, retried with tx_iov */
+	 * newest of them when it is a waiting put's, retried with tx_iov
+	 * (in m, which exists while any is posted) */
 	uint64_t next_id, tx_first, wait_id;
 	int tx_iovcnt;
-	struct iovec tx_iov[RDMACH_RNDV_MAX_SEGS];
-	struct ib_zc_tx tx[IB_ZC_TX_MAX];
+	struct ib_zc_mem *m;	/* NULL until the first zero-copy message */
 	/* receiver: progress in the rendezvous at the ring head, and the
 	 * packet itself, copied out of the ring and checked once (rx_have):
 	 * the peer can rewrite it there while we read */
 	uint64_t rx_off;
-	int rx_have;
-	struct ib_zc_ctl rx_pkt;
+	int rx_have;		/* m->rx_pkt holds it */
 	unsigned int reads_out;
 	int read_status;	/* first error completion of a read, or 0 */
 	/* read-ahead for gets smaller than the bounce size: bytes
