@@ -148,6 +148,7 @@ static int ib_dev_try(struct ib_dev *d, unsigned int want_port,
 	d->max_qp_rd_atom = da.max_qp_rd_atom;
 	d->max_cqe = da.max_cqe;
 	d->max_sge = da.max_sge;
+	d->max_qp = da.max_qp;
 	for (p = 1; p <= da.phys_port_cnt; p++) {
 		struct ibv_port_attr pa;
 
@@ -262,8 +263,11 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 		qp = ibv_create_qp(d->pd, &ia);
 	}
 	if (!qp) {
-		rdmach_err("ib: ibv_create_qp on %s failed (%s)", d->name,
-			   strerror(errno));
+		rdmach_err("ib: ibv_create_qp on %s failed (%s): this process "
+			   "holds %u QPs, the device %d for every process of "
+			   "this host (max_qp); RDMACH_CONNECT=demand makes "
+			   "QPs only to the peers a process talks to", d->name,
+			   strerror(errno), d->qps, d->max_qp);
 		return NULL;
 	}
 	memset(&a, 0, sizeof(a));
@@ -280,7 +284,14 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 		return NULL;
 	}
 	*inline_max = ia.cap.max_inline_data;
+	d->qps++;
 	return qp;
+}
+
+void ib_qp_destroy(struct ib_dev *d, struct ibv_qp *qp)
+{
+	ibv_destroy_qp(qp);
+	d->qps--;
 }
 
 enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *r,

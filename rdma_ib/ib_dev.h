@@ -19,6 +19,9 @@ struct ib_dev {
 	int max_qp_rd_atom;
 	int max_cqe;
 	int max_sge;			/* device limit */
+	int max_qp;			/* QPs the device holds, all
+					 * processes of the host together */
+	unsigned int qps;		/* RC QPs of this process open */
 	uint32_t max_msg_sz;		/* port limit on one message */
 	char why[160];			/* ib_dev_open failed: why */
 };
@@ -90,6 +93,8 @@ void ib_dev_close(struct ib_dev *d);
 struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 			    struct ibv_srq *srq, unsigned int sq_depth,
 			    unsigned int inline_want, unsigned int *inline_max);
+/* Destroys a QP of ib_qp_create (d->qps counts them). */
+void ib_qp_destroy(struct ib_dev *d, struct ibv_qp *qp);
 /* Path MTU towards remote: the smaller of the two ports' active MTUs and
  * the wanted one (RDMACH_IB_MTU). */
 enum ibv_mtu ib_path_mtu(const struct ib_dev *d, const struct ib_addr *remote,

@@ -1841,9 +1841,9 @@ void ib_ep_destroy(struct ib_conn *ic)
 	ib_zc_conn_release(&ic->zc);
 	ib_sp_conn_release(&ic->sp);
 	if (ic->loop_qp)
-		ibv_destroy_qp(ic->loop_qp);
+		ib_qp_destroy(&ic->tl->dev, ic->loop_qp);
 	if (ic->qp)
-		ibv_destroy_qp(ic->qp);
+		ib_qp_destroy(&ic->tl->dev, ic->qp);
 	if (ic->mr)
 		ibv_dereg_mr(ic->mr);
 	if (ic->stage_mr)

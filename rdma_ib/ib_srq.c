@@ -227,6 +227,8 @@ void ib_srq_tx_put(struct ib_srq *s, int32_t t)
 
 /* ---- rdmach_info ------------------------------------------------------- */
 
+#define IB_MODEL_PER_NODE 128u	/* processes per node of the QP column */
+
 static void ib_srq_mem_line(FILE *out, uint64_t n, uint64_t active,
 			    uint64_t rings, uint64_t fixed, uint64_t cold,
 			    uint64_t warm)
@@ -234,8 +236,32 @@ static void ib_srq_mem_line(FILE *out, uint64_t n, uint64_t active,
 	double mib = (double)(fixed + (n - rings) * cold + rings * warm) /
 		     (1024.0 * 1024.0);
 
-	fprintf(out, "#   %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %10.1f\n",
-		n, active, rings, mib);
+	/* a QP per peer connected, IB_MODEL_PER_NODE processes per node */
+	fprintf(out, "#   %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %10.1f %12" PRIu64
+		"\n", n, active, rings, mib, n * IB_MODEL_PER_NODE);
+}
+
+/* The max_qp of the devices of this host, or why there is none. */
+static void ib_srq_max_qp_line(FILE *out)
+{
+	struct ibv_device **list;
+	int i, n = 0, shown = 0;
+
+	list = ibv_get_device_list(&n);
+	for (i = 0; list && i < n; i++) {
+		struct ibv_context *ctx = ibv_open_device(list[i]);
+		struct ibv_device_attr da;
+
+		if (!ctx)
+			continue;
+		if (!ibv_query_device(ctx, &da))
+			fprintf(out, "%s%s %d", shown++ ? ", " : "(here: ",
+				ibv_get_device_name(list[i]), da.max_qp);
+		ibv_close_device(ctx);
+	}
+	if (list)
+		ibv_free_device_list(list);
+	fprintf(out, "%s\n", shown ? ")" : "(no device here to read it from)");
 }
 
 void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
@@ -261,8 +287,8 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 			"%" PRIu64 " KiB, ctrl words %u B per cold peer, rings "
 			"at most %u\n", demand_above, fixed / 1024,
 			IB_SRQ_CTRL_SLOT, rings_max);
-	fprintf(out, "#   %8s %8s %8s %10s\n", "peers", "active", "rings",
-		"MiB");
+	fprintf(out, "#   %8s %8s %8s %10s %12s\n", "peers", "active",
+		"rings", "MiB", "QPs/node");
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		/* a process of a job of ns[i] + 1 ranks */
 		int shared = ns[i] + 1 > demand_above && cfg->bufs;
@@ -281,4 +307,9 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 				break;
 		}
 	}
+	fprintf(out, "# QPs/node: one RC QP per peer connected, %u processes "
+		"per node; an adapter holds max_qp for the whole host ",
+		IB_MODEL_PER_NODE);
+	ib_srq_max_qp_line(out);
+
 }

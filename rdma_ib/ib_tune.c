@@ -79,6 +79,7 @@ static int ib_tune_reg(struct ib_dev *dev, struct tune_machine *m)
 /* ---- network: two QPs of the device connected to each other ------------ */
 
 struct ib_tune_lb {
+	struct ib_dev *dev;
 	struct ibv_cq *cq;
 	struct ibv_qp *a, *b;
 	struct ibv_mr *mr;
@@ -88,9 +89,9 @@ struct ib_tune_lb {
 static void ib_tune_lb_close(struct ib_tune_lb *lb)
 {
 	if (lb->a)
-		ibv_destroy_qp(lb->a);
+		ib_qp_destroy(lb->dev, lb->a);
 	if (lb->b)
-		ibv_destroy_qp(lb->b);
+		ib_qp_destroy(lb->dev, lb->b);
 	if (lb->mr)
 		ibv_dereg_mr(lb->mr);
 	if (lb->cq)
@@ -105,6 +106,7 @@ static int ib_tune_lb_open(struct ib_dev *dev, uint8_t *buf, size_t len,
 	unsigned int inl;
 
 	memset(lb, 0, sizeof(*lb));
+	lb->dev = dev;
 	lb->buf = buf;
 	lb->cq = ibv_create_cq(dev->ctx, 2 * IB_TUNE_GAP_WRS + 8, NULL, NULL,
 			       0);
