@@ -4,7 +4,8 @@
 # same MPICH and Debian's MPICH (ch4:ucx).  Each job runs
 # channel/test/mpi_neighbors with MPI_NEIGHBORS_HOLD_MS: after MPI_Init,
 # after messages of 8 B .. 1 MiB with the two ring neighbours (every byte
-# checked) and after an MPI_Alltoall of 4 KiB per pair, every rank pauses
+# checked), after an MPI_Alltoall of 4 KiB per pair and after 16 of 16 KiB
+# (pairs256k: every pair has sent 256 KiB), every rank pauses
 # and reports its proportional set size (PSS: shared pages divided among the
 # processes that map them); their sum is the node's memory in that state.
 # The application's own buffers (4 x 1 MiB per rank, from the neighbour
@@ -42,12 +43,16 @@ for r in $(seq 1 "$reps"); do
 			log=$out/$n/np$np-$r.log
 			MPI_NEIGHBORS_HOLD_MS=${BENCH_HOLD_MS:-2000} timeout 900 \
 				"$(mpi_cmd "${prefix[$n]}" mpiexec)" -n "$np" \
-				"$out/$n/mpi_neighbors" alltoall >"$log" 2>&1
+				"$out/$n/mpi_neighbors" pairs256k >"$log" 2>&1
 			st=$?
 			ok=$(grep -c '^rank [0-9]*: ok' "$log")
 			[ "$st" = 0 ] && [ "$ok" = "$np" ] ||
 				echo "run-mpi-mem: $n np $np: status $st, $ok ranks ok ($log)"
-			for ph in init neighbours alltoall; do
+			# the slowest rank's MPI_Init
+			awk '$3 == "init_ms" { if ($4 > m) m = $4; k++ }
+				END { print (k == np ? m : "NA") }' np="$np" "$log" \
+				>>"$out/$n/np$np-init.ms"
+			for ph in init neighbours alltoall pairs256k; do
 				# every rank's figure, or none
 				awk -v ph="$ph" -v np="$np" '
 					$3 == "at" && $4 == ph ":" { s += $6; k++ }
@@ -64,7 +69,7 @@ done
 	for n in "${names[@]}"; do printf ' %18s' "${label[$n]}"; done
 	printf ' %7s\n' ratio
 	for np in "${ranks[@]}"; do
-		for ph in init neighbours alltoall; do
+		for ph in init neighbours alltoall pairs256k; do
 			printf '%-6s %-11s' "$np" "$ph"
 			best= mine=
 			for n in "${names[@]}"; do
@@ -80,5 +85,14 @@ done
 				printf ' %7s\n' -
 			fi
 		done
+	done
+	printf '\n# MPI_Init, the slowest rank, ms (median of %d)\n' "$reps"
+	for np in "${ranks[@]}"; do
+		printf '%-6s %-11s' "$np" MPI_Init
+		for n in "${names[@]}"; do
+			m=$(grep -v NA "$out/$n/np$np-init.ms" 2>/dev/null | median)
+			printf ' %18s' "${m:-NA}"
+		done
+		printf '\n'
 	done
 } | tee -a "$out/summary.txt"

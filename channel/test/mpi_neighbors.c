@@ -3,7 +3,9 @@
  * every pair: which connections does an MPI job make?  Each rank exchanges
  * messages of 8 B .. 1 MiB (eager, rendezvous, pipelined and zero-copy
  * paths) with its left and right neighbour in a ring, every byte checked;
- * with "alltoall" an MPI_Alltoall of 4 KiB per pair follows.  No other
+ * with "alltoall" an MPI_Alltoall of 4 KiB per pair follows; "pairs256k"
+ * adds 16 of 16 KiB (every pair has sent 256 KiB: what a pair's memory
+ * costs once it has really talked).  No other
  * communication (no collective in the neighbour phase), so that under
  * RDMACH_CONNECT=demand with RDMACH_STATS=1 each rank's "# connections:"
  * line at MPI_Finalize shows the pairs the program used and no more.
@@ -16,21 +18,32 @@
  *     rank R after PHASE: rc_qps N mrs M mr_bytes B vmpin_kb K
  * With MPI_NEIGHBORS_HOLD_MS=T each rank sleeps T ms, calling nothing,
  * after MPI_Init and after each phase, and half-way prints its
- * proportional set size (bench/host/run-mpi-mem.sh sums them):
+ * proportional set size (bench/host/run-mpi-mem.sh sums them), and each
+ * rank says how long its MPI_Init took:
  *     rank R at PHASE: pss K kB
+ *     rank R init_ms T
  *
- *   mpiexec -n 8 ./mpi_neighbors [alltoall]
+ *   mpiexec -n 8 ./mpi_neighbors [alltoall|pairs256k]
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_BYTES (1 << 20)
 #define ROUNDS 3
 
 #include "mpi_pattern.h"
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 /* Lines of `rdma resource show what` naming this process, with the
  * "mrlen" values summed into *bytes; -1 when the tool gives nothing. */
@@ -132,20 +145,23 @@ static void neighbours(int rank, int np, unsigned char *bufs[4])
 	}
 }
 
-static void all_to_all(int rank, int np)
+/* rounds all-to-alls of n bytes per pair, the rounds' patterns apart */
+static void all_to_all(int rank, int np, size_t n, int rounds, int seq)
 {
-	const size_t n = 4096;
 	unsigned char *out = malloc(n * np), *in = malloc(n * np);
 
 	if (!out || !in) {
 		fprintf(stderr, "rank %d: no memory\n", rank);
 		exit(1);
 	}
-	for (int p = 0; p < np; p++)
-		fill(out + p * n, n, rank, p, 1000);
-	MPI_Alltoall(out, (int)n, MPI_BYTE, in, (int)n, MPI_BYTE, MPI_COMM_WORLD);
-	for (int p = 0; p < np; p++)
-		check(in + p * n, n, p, rank, 1000, "alltoall");
+	for (int r = 0; r < rounds; r++, seq++) {
+		for (int p = 0; p < np; p++)
+			fill(out + p * n, n, rank, p, seq);
+		MPI_Alltoall(out, (int)n, MPI_BYTE, in, (int)n, MPI_BYTE,
+			     MPI_COMM_WORLD);
+		for (int p = 0; p < np; p++)
+			check(in + p * n, n, p, rank, seq, "alltoall");
+	}
 	free(out);
 	free(in);
 }
@@ -153,11 +169,15 @@ static void all_to_all(int rank, int np)
 int main(int argc, char **argv)
 {
 	unsigned char *bufs[4];
+	double t0 = now_ms();	/* MPI_Wtime needs MPI_Init */
 	int rank, np;
 
 	MPI_Init(&argc, &argv);
+	t0 = now_ms() - t0;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	if (getenv("MPI_NEIGHBORS_HOLD_MS"))
+		printf("rank %d init_ms %.1f\n", rank, t0);
 	hold(rank, "init");
 	for (int i = 0; i < 4; i++) {
 		bufs[i] = malloc(MAX_BYTES);
@@ -169,10 +189,16 @@ int main(int argc, char **argv)
 	neighbours(rank, np, bufs);
 	resources(rank, "neighbours");
 	hold(rank, "neighbours");
-	if (argc > 1 && !strcmp(argv[1], "alltoall")) {
-		all_to_all(rank, np);
+	if (argc > 1 && (!strcmp(argv[1], "alltoall") ||
+			 !strcmp(argv[1], "pairs256k"))) {
+		all_to_all(rank, np, 4096, 1, 1000);
 		resources(rank, "alltoall");
 		hold(rank, "alltoall");
+	}
+	if (argc > 1 && !strcmp(argv[1], "pairs256k")) {
+		all_to_all(rank, np, 16384, 16, 2000);
+		resources(rank, "pairs256k");
+		hold(rank, "pairs256k");
 	}
 	for (int i = 0; i < 4; i++)
 		free(bufs[i]);
