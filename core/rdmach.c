@@ -371,10 +371,14 @@ static int core_fence_answering(struct rdmach_ctx *ctx, const char *what)
 		.over = PTHREAD_COND_INITIALIZER,
 	};
 	pthread_t thread;
-	int ret;
+	int t, ret, answers = 0;
 
+	for (t = 0; t < RDMACH_TL_MAX; t++)
+		answers |= ctx->tls[t] && ctx->tls[t]->ops->listen;
+	if (!answers)	/* no transport takes connection requests */
+		return core_fence(ctx, what);
 	ret = pthread_create(&thread, NULL, core_fence_thread, &job);
-	if (ret) {	/* no thread: the fence as before, answering nobody */
+	if (ret) {	/* no thread: the plain fence, answering nobody */
 		rdmach_debug("fence (%s) on this thread: %s", what,
 			     strerror(ret));
 		return core_fence(ctx, what);
