@@ -76,7 +76,7 @@ report() {	# DIR: per N, pattern and config the medians and spreads
 	echo "| ranks | pattern | config | runs | init+connect ms | first message ms | total ms (min-max) | VmPin kB per rank | PSS kB per rank |"
 	echo "|---|---|---|---|---|---|---|---|---|"
 	awk '$3 == "startup" { split($4, n, "="); split($6, p, "=");
-			print n[2], p[2], $1 }' "$out/startup.txt" | sort -n -u |
+			print n[2], p[2], $1 }' "$out/startup.txt" | sort -u -k1,1n -k2,2 -k3,3 |
 	while read -r n pat cfg; do
 		sel() { awk -v c="$cfg" -v n="n=$n" -v p="pattern=$pat" -v w="$1" -v k="$2" \
 			'$1 == c && $3 == w && $4 == n && $6 == p {
