@@ -78,6 +78,11 @@ struct ib_cm {
 	unsigned int pending;	/* peers active or half-open ... */
 	int *pend;		/* ... their ranks, densely: [pending] */
 	struct ib_cm_peer *peers;	/* [ctx->size] */
+	/* in ib_cm_connect_all: nothing is written on any connection
+	 * before rdmach_connect's fence, which every rank enters with its
+	 * QPs connected, so a connection is up once ours is connected to
+	 * the peer's (one message each way, no RTR awaited) */
+	int at_once;
 };
 
 #define IB_CM_RSLOT (IB_CM_GRH + sizeof(struct ib_cm_msg))
@@ -245,7 +250,8 @@ static void ib_cm_fill(struct ib_tl *tl, int peer, struct ib_cm_msg *m)
 	m->magic = IB_CM_MAGIC;
 	m->version = IB_CM_VERSION;
 	m->flags = (uint16_t)((p->r_qpn ? IB_CM_F_RTR : 0) |
-			      (p->r_qpn && p->rtr ? IB_CM_F_UP : 0));
+			      (p->r_qpn && (p->rtr || tl->cm->at_once) ?
+			       IB_CM_F_UP : 0));
 	m->src = (uint32_t)tl->base.ctx->rank;
 	m->dst = (uint32_t)peer;
 	m->src_nonce = tl->cm->nonce;
@@ -513,7 +519,7 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 		return;
 	if (m->flags & IB_CM_F_RTR)
 		p->rtr = 1;
-	if (p->rtr)
+	if (p->rtr || tl->cm->at_once)
 		ib_cm_up(tl, peer);
 	if (!(m->flags & IB_CM_F_UP))
 		ib_cm_send(tl, peer);
@@ -698,24 +704,24 @@ void ib_cm_listen(struct rdmach_tl *base)
 
 int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 {
-	int i, ret, left = npeers;
+	int i, ret = 0, left = npeers;
 
-	for (i = 0; i < npeers; i++) {
+	if (tl->cm)
+		tl->cm->at_once = 1;
+	for (i = 0; i < npeers && ret >= 0; i++)
 		ret = ib_cm_connect_peer(&tl->base, peers[i], 1);
-		if (ret < 0)
-			return ret;
-	}
-	while (left) {
-		for (i = 0, left = 0; i < npeers; i++) {
+	while (left && ret >= 0) {
+		for (i = 0, left = 0; i < npeers && ret >= 0; i++) {
 			ret = ib_cm_connect_peer(&tl->base, peers[i], 0);
-			if (ret < 0)
-				return ret;
 			left += !ret;
 		}
 	}
-	/* a peer may still wait for our last answer: rdmach_connect's fence
-	 * keeps answering (core_fence_answering) */
-	return 0;
+	/* a peer may still wait for our address: rdmach_connect's fence
+	 * keeps answering (core_fence_answering); connections made later
+	 * await the peer's RTR */
+	if (tl->cm)
+		tl->cm->at_once = 0;
+	return ret < 0 ? ret : 0;
 }
 
 /* ---- open and close -------------------------------------------------------- */

@@ -4,13 +4,15 @@
  * read without a warning) and connections on demand (RDMACH_CONNECT=demand, the ib
  * transport's connection manager): both ends making first contact at the
  * same moment, many times over, byte-checked; lost connection messages
- * (RDMACH_IB_CM_DROP) retried; a peer that dies before or during the
+ * (RDMACH_IB_CM_DROP) retried, under RDMACH_CONNECT=all too (a rank
+ * whose connection is up answers from inside rdmach_connect's fence); a
+ * peer that dies before or during the
  * set-up (-ECONNRESET within RDMACH_CONNECT_TIMEOUT_MS, a message naming
  * its rank and host); and a rank that talks to one peer of four makes
  * one connection (rdmach's counters, and the kernel's QPs where the
  * rdma tool shows them); progress visits the connections up, and only
  * those: a dead peer is found by rdmach_progress alone, whose list then
- * drops it.  Every case sets RDMACH_CONNECT=demand itself;
+ * drops it.  Every case sets RDMACH_CONNECT itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
  */
 #define _GNU_SOURCE
@@ -92,10 +94,11 @@ static void cn_oob_init(struct cn_oob *o, const struct tst *t, int round)
 }
 
 /* A fresh context under demand; *conn to peer.  1: not over ib (skip). */
-static int cn_open(struct tst *t, struct cn_oob *o, int round,
-		   rdmach_ctx_t **ctx, int peer, rdmach_conn_t **conn)
+static int cn_open_as(struct tst *t, struct cn_oob *o, int round,
+		      rdmach_ctx_t **ctx, int peer, rdmach_conn_t **conn,
+		      const char *connect)
 {
-	setenv("RDMACH_CONNECT", "demand", 1);
+	setenv("RDMACH_CONNECT", connect, 1);
 	cn_oob_init(o, t, round);
 	TST_CHECK0(t, rdmach_init(ctx, &o->oob));
 	TST_CHECK0(t, rdmach_connect(*ctx));
@@ -105,6 +108,12 @@ static int cn_open(struct tst *t, struct cn_oob *o, int round,
 		return 1;
 	}
 	return 0;
+}
+
+static int cn_open(struct tst *t, struct cn_oob *o, int round,
+		   rdmach_ctx_t **ctx, int peer, rdmach_conn_t **conn)
+{
+	return cn_open_as(t, o, round, ctx, peer, conn, "demand");
 }
 
 /* One put or get of what is left of buf; -1 after a failure. */
@@ -205,6 +214,36 @@ static int cn_lost_messages(struct tst *t)
 		return ret < 0 ? ret : tst_skip(t, "not over ib");
 	ret = cn_exchange(t, c, peer, 7);
 	rdmach_finalize(&ctx);
+	return ret;
+}
+
+/* Under all, connection messages lost on one side or both: rdmach_connect
+ * still ends on both (a rank with its connection up answers the peer's
+ * retransmissions from inside the fence), and the pair carries data. */
+static int cn_lost_messages_all(struct tst *t)
+{
+	static const struct { int drop0, drop1; } c[] = {
+		{ 0, 1 }, { 0, 2 }, { 0, 3 }, { 1, 0 }, { 2, 2 }, { 3, 1 },
+	};
+	int peer = 1 - t->rank, ret = 0;
+	unsigned int k;
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c_;
+	char drop[16];
+
+	for (k = 0; k < sizeof(c) / sizeof(c[0]) && !ret; k++) {
+		snprintf(drop, sizeof(drop), "%d",
+			 t->rank ? c[k].drop1 : c[k].drop0);
+		setenv("RDMACH_IB_CM_DROP", drop, 1);
+		ret = cn_open_as(t, &o, (int)k, &ctx, peer, &c_, "all");
+		if (ret)
+			return ret < 0 ? ret : tst_skip(t, "not over ib");
+		ret = cn_exchange(t, c_, peer, k);
+		rdmach_finalize(&ctx);
+		TST_CHECK0(t, tst_barrier(t));
+	}
+	unsetenv("RDMACH_IB_CM_DROP");
 	return ret;
 }
 
@@ -624,6 +663,8 @@ static const struct tst_case cn_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "simultaneous", 2, cn_simultaneous, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
+	{ "lost_messages_all", 2, cn_lost_messages_all,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "lost_messages", 2, cn_lost_messages,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "dies_before", 2, cn_dies,
