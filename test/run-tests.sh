@@ -23,7 +23,9 @@
 #   8. `make mpich` and MPI programs + a fixed subset of MPICH's test suite,
 #      Debian's MPICH programs on ours (test-mpich.sh dropin),
 #      then nas/test-nas.sh, all with a shim first in PATH whose bare
-#      mpiexec, mpicc, ... fail (another MPI's): it must never be called (NAS IS and CG class S, and the runner's failures)
+#      mpiexec, mpicc, ... fail (another MPI's): it must never be called (NAS IS and CG class S, and the runner's failures);
+#      8b. MPICH $MPICH_NEWER (5.0.1) from $MPICH_TARBALLS built lean with
+#      the channel (channel/check-mpich.sh) and its MPI programs at 4
 #   9. test/run-cluster.sh smoke: 2 Soft-RoCE VMs, ranks on both (Hydra
 #      over ssh): the conformance suite across hosts and an MPI program
 #
@@ -32,7 +34,8 @@
 # failed.  Environment:
 #   O=dir                 build directory (default build)
 #   RDMACH_TEST_SCALE     volume factor for steps 1-4 (default 1)
-#   SKIP="install asan fuzz valgrind mpiexec vm small negative mpich nas cluster"
+#   SKIP="install asan fuzz valgrind mpiexec vm small negative mpich nas
+#         mpich-newer cluster"
 #                         steps to leave out
 #   TEST_TIMEOUT          seconds per binary (default 900)
 set -u
@@ -274,6 +277,16 @@ if ! skipped mpich; then
 			channel/test-mpich.sh dropin
 		if [ -x nas/test-nas.sh ] && ! skipped nas; then
 			run "NAS IS, CG class S np 4 + runner failures" -- nas/test-nas.sh
+		fi
+		# 8b. the newest release too (C only): the same channel source
+		newer=${MPICH_NEWER:-5.0.1}
+		tarball=${MPICH_TARBALLS:-/work/shared/mpich}/mpich-$newer.tar.gz
+		if skipped mpich-newer; then :
+		elif [ -f "$tarball" ]; then
+			TEST_TIMEOUT=3000 run "MPICH $newer ch3:rdma (lean build): MPI programs, np 4" \
+				CHECKS=progs -- channel/check-mpich.sh "$newer"
+		else
+			echo "run-tests: no $tarball (MPICH_TARBALLS): MPICH $newer step skipped"
 		fi
 		export PATH=$path0
 		if [ -s "$shim/calls.log" ]; then
