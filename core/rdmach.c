@@ -336,11 +336,17 @@ static void *core_fence_thread(void *arg)
 	return NULL;
 }
 
-/* Poll the transports every millisecond until the fence is over: the
- * launcher and the peers share the CPUs with this process. */
+#define CORE_FENCE_NAP_MIN_NS 1000000ull	/* 1 ms */
+#define CORE_FENCE_NAP_MAX_NS 32000000ull	/* well under a retransmission */
+
+/* Poll the transports until the fence is over, every millisecond at
+ * first, then less and less often: the ranks still connecting share the
+ * CPUs with the ones waiting here, and a peer that lost our answer
+ * retransmits only every 20-400 ms. */
 static void core_fence_listen(struct core_fence_job *job)
 {
 	struct rdmach_ctx *ctx = job->ctx;
+	uint64_t nap = CORE_FENCE_NAP_MIN_NS;
 	struct timespec until;
 	int t;
 
@@ -351,7 +357,10 @@ static void core_fence_listen(struct core_fence_job *job)
 			if (ctx->tls[t] && ctx->tls[t]->ops->listen)
 				ctx->tls[t]->ops->listen(ctx->tls[t]);
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 1000000;
+		until.tv_sec += (time_t)(nap / 1000000000u);
+		until.tv_nsec += (long)(nap % 1000000000u);
+		nap = nap * 2 < CORE_FENCE_NAP_MAX_NS ? nap * 2 :
+			CORE_FENCE_NAP_MAX_NS;
 		if (until.tv_nsec >= 1000000000) {
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000;
