@@ -169,7 +169,14 @@ else
 	done
 fi
 ref=${mpi_names[0]}
-[ "$vm" = 1 ] || [ "$in_vm" = 1 ] && mpi_names=("$ref")
+if [ "$vm" = 1 ] || [ -n "$cluster" ] || [ "$in_vm" = 1 ]; then
+	# in the VMs: the first MPI and its variants (its prefix, other settings)
+	keep=()
+	for name in "${mpi_names[@]}"; do
+		[ "${mpi_prefix[$name]}" = "${mpi_prefix[$ref]}" ] && keep+=("$name")
+	done
+	mpi_names=("${keep[@]}")
+fi
 
 slug() { echo "$1" | tr -c 'A-Za-z0-9.+_-' '-' | sed 's/-*$//'; }
 # one NPB copy per MPI prefix (variants of an MPI share its binaries)
@@ -327,11 +334,9 @@ if [ "$vm" = 1 ] || [ -n "$cluster" ]; then
 	[ -x "${vmcmd[0]}" ] || die "no ${vmcmd[0]}"
 	out=$(abspath "${out:-$repo/results/nas-$vmtag-$(date +%Y%m%d-%H%M%S)}")
 	mkdir -p "$out" || die "cannot create $out"
-	# the first MPI and its variants (the same prefix, other settings),
-	# interleaved in the VMs as on the host
+	# the first MPI and its variants, interleaved in the VMs as on the host
 	vm_mpis=
 	for name in "${mpi_names[@]}"; do
-		[ "${mpi_prefix[$name]}" = "${mpi_prefix[$ref]}" ] || continue
 		vm_mpis+="${vm_mpis:+ }${name}${suffix}=${mpi_prefix[$name]}${mpi_env[$name]:+,${mpi_env[$name]// /,}}"
 	done
 	args=(--in-vm -c "$classes" -n "$nps" -b "$benches" -r "$rounds" -o "$out"
