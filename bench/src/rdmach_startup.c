@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_proc.h"
 #include "rdmach.h"
 #include "rdmach_pmi.h"
 
@@ -46,25 +47,6 @@ static uint64_t su_ns(clockid_t clk)
 
 	clock_gettime(clk, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* A "Key:  N kB" line of /proc/self/FILE; -1 when absent. */
-static long su_proc_kb(const char *file, const char *key)
-{
-	char path[64], line[256];
-	size_t n = strlen(key);
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/%s", file);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (kb < 0 && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && line[n] == ':')
-			kb = strtol(line + n + 1, NULL, 10);
-	fclose(f);
-	return kb;
 }
 
 static int su_die(const char *what, int err)
@@ -208,8 +190,8 @@ int main(int argc, char **argv)
 	t1 = su_ms();
 	su_first(ctx, pat, oob.rank, oob.size);
 	t2 = su_ms();
-	pin_kb = su_proc_kb("status", "VmPin");
-	pss_kb = su_proc_kb("smaps_rollup", "Pss");
+	pin_kb = bench_proc_kb("status", "VmPin");
+	pss_kb = bench_proc_kb("smaps_rollup", "Pss");
 	snprintf(key, sizeof(key), "su-%d", oob.rank);
 	snprintf(val, sizeof(val), "%.3f:%.3f:%ld:%ld", t1 - t0, t2 - t1,
 		 pin_kb, pss_kb);

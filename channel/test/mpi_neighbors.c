@@ -36,6 +36,7 @@
 #define ROUNDS 3
 
 #include "mpi_pattern.h"
+#include "../../bench/src/bench_proc.h"
 
 static double now_ms(void)
 {
@@ -74,24 +75,6 @@ static long kernel_count(const char *what, const char *must, long *bytes)
 
 /* The KiB of the line "key: N kB" in /proc/self/file; -1 if the kernel
  * does not say. */
-static long proc_kb(const char *file, const char *key)
-{
-	char path[64], line[256];
-	size_t n = strlen(key);
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/%s", file);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (kb < 0 && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && line[n] == ':')
-			kb = strtol(line + n + 1, NULL, 10);
-	fclose(f);
-	return kb;
-}
-
 static void resources(int rank, const char *phase)
 {
 	long mr_bytes = 0, qps, mrs;
@@ -101,7 +84,7 @@ static void resources(int rank, const char *phase)
 	qps = kernel_count("qp", "type RC", NULL);
 	mrs = kernel_count("mr", NULL, &mr_bytes);
 	printf("rank %d after %s: rc_qps %ld mrs %ld mr_bytes %ld vmpin_kb %ld\n",
-	       rank, phase, qps, mrs, mr_bytes, proc_kb("status", "VmPin"));
+	       rank, phase, qps, mrs, mr_bytes, bench_proc_kb("status", "VmPin"));
 	fflush(stdout);
 }
 
@@ -118,7 +101,7 @@ static void hold(int rank, const char *phase)
 	/* its proportional set size: shared pages divided among the
 	 * processes that map them */
 	printf("rank %d at %s: pss %ld kB\n", rank, phase,
-	       proc_kb("smaps_rollup", "Pss"));
+	       bench_proc_kb("smaps_rollup", "Pss"));
 	fflush(stdout);
 	usleep(half);
 }
