@@ -311,5 +311,4 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 		"per node; an adapter holds max_qp for the whole host ",
 		IB_MODEL_PER_NODE);
 	ib_srq_max_qp_line(out);
-
 }
