@@ -215,11 +215,12 @@ void shm_peer_fuzz_epoch(void)
 
 int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 {
+	char msg[256];	/* formatted, as the core does, and dropped */
 	va_list ap;
 
 	if (!conn->err) {
 		va_start(ap, fmt);
-		vsnprintf(conn->errmsg, sizeof(conn->errmsg), fmt, ap);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
 		va_end(ap);
 		conn->err = err;
 	}
