@@ -297,19 +297,6 @@ int rdmach_oob_get(struct rdmach_ctx *ctx, const char *key, char *value,
 	return ret;
 }
 
-static int core_fence(struct rdmach_ctx *ctx, const char *what)
-{
-	int ret;
-
-	core_of(ctx)->x.oob_fences++;
-	ret = ctx->oob.fence(ctx->oob.arg);
-
-	if (ret)
-		rdmach_err("out-of-band fence (%s) failed: %s", what,
-			   rdmach_strerror(ret));
-	return ret;
-}
-
 /* A fence during which this process keeps answering the transports'
  * connection requests: the fence runs on a thread of its own while this
  * one polls (listen).  Under RDMACH_CONNECT=all a rank whose connections
@@ -372,7 +359,9 @@ static void core_fence_listen(struct core_fence_job *job)
 	pthread_mutex_unlock(&job->lock);
 }
 
-static int core_fence_answering(struct rdmach_ctx *ctx, const char *what)
+/* The oob's fence, answering meanwhile where a transport takes
+ * connection requests; the fence's result. */
+static int core_fence_answering(struct rdmach_ctx *ctx)
 {
 	struct core_fence_job job = {
 		.ctx = ctx,
@@ -385,20 +374,30 @@ static int core_fence_answering(struct rdmach_ctx *ctx, const char *what)
 	for (t = 0; t < RDMACH_TL_MAX; t++)
 		answers |= ctx->tls[t] && ctx->tls[t]->ops->listen;
 	if (!answers)	/* no transport takes connection requests */
-		return core_fence(ctx, what);
+		return ctx->oob.fence(ctx->oob.arg);
 	ret = pthread_create(&thread, NULL, core_fence_thread, &job);
 	if (ret) {	/* no thread: the plain fence, answering nobody */
-		rdmach_debug("fence (%s) on this thread: %s", what,
-			     strerror(ret));
-		return core_fence(ctx, what);
+		rdmach_debug("fence on this thread: %s", strerror(ret));
+		return ctx->oob.fence(ctx->oob.arg);
 	}
-	core_of(ctx)->x.oob_fences++;
 	core_fence_listen(&job);
 	pthread_join(thread, NULL);
-	if (job.ret)
-		rdmach_err("out-of-band fence (%s) failed: %s", what,
-			   rdmach_strerror(job.ret));
 	return job.ret;
+}
+
+/* The oob's fence (answering connection requests meanwhile with
+ * answering), counted, a failure named. */
+static int core_fence(struct rdmach_ctx *ctx, const char *what, int answering)
+{
+	int ret;
+
+	core_of(ctx)->x.oob_fences++;
+	ret = answering ? core_fence_answering(ctx) :
+			  ctx->oob.fence(ctx->oob.arg);
+	if (ret)
+		rdmach_err("out-of-band fence (%s) failed: %s", what,
+			   rdmach_strerror(ret));
+	return ret;
 }
 
 /* RDMACH_TRANSPORT: auto, or the name of a transport built in. */
@@ -817,7 +816,7 @@ static int core_exchange_info(struct rdmach_ctx *ctx,
 		ret = core_publish_why(ctx, mask);
 	if (ret)
 		return ret;
-	ret = core_fence(ctx, "host ids");
+	ret = core_fence(ctx, "host ids", 0);
 	if (ret)
 		return ret;
 	*mapped = core_read_nodemap(ctx, node_of);
@@ -1116,14 +1115,13 @@ int rdmach_connect(rdmach_ctx_t *ctx)
 	ret = core_run_phase(ctx, choice, peers, 0);
 	if (ret)
 		goto out;
-	ret = core_fence(ctx, "addresses published");
+	ret = core_fence(ctx, "addresses published", 0);
 	if (ret)
 		goto out;
 	ret = core_run_phase(ctx, choice, peers, 1);
 	if (ret)
 		goto out;
-	ret = ctx->demand ? core_fence(ctx, "connections made") :
-			    core_fence_answering(ctx, "connections made");
+	ret = core_fence(ctx, "connections made", !ctx->demand);
 	if (ret)
 		goto out;
 	for (t = 0; t < RDMACH_TL_MAX; t++) {
@@ -1664,7 +1662,10 @@ const char *rdmach_conn_transport(const rdmach_conn_t *conn)
 	return conn->tl ? conn->tl->ops->name : conn->via->ops->name;
 }
 
-int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer)
+/* The checks of rdmach_peer_local and rdmach_peer_host: 0 and
+ * *host_of the host numbers, or their error. */
+static int core_host_of(const rdmach_ctx_t *ctx, int peer,
+			const int **host_of)
 {
 	if (!ctx || !core_ctx_live(ctx))
 		return -EBADF;
@@ -1672,22 +1673,30 @@ int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer)
 		return -EINVAL;
 	if (!core_of(ctx)->x.host_of)
 		return -ENOTCONN;
-	return core_of(ctx)->x.host_of[peer] >= 0 &&
-	       core_of(ctx)->x.host_of[peer] ==
-	       core_of(ctx)->x.host_of[ctx->rank];
+	*host_of = core_of(ctx)->x.host_of;
+	return 0;
+}
+
+int rdmach_peer_local(const rdmach_ctx_t *ctx, int peer)
+{
+	const int *host_of;
+	int ret = core_host_of(ctx, peer, &host_of);
+
+	if (ret)
+		return ret;
+	return host_of[peer] >= 0 && host_of[peer] == host_of[ctx->rank];
 }
 
 int rdmach_peer_host(const rdmach_ctx_t *ctx, int peer)
 {
-	if (!ctx || !core_ctx_live(ctx))
-		return -EBADF;
-	if (peer < 0 || peer >= ctx->size)
-		return -EINVAL;
-	if (!core_of(ctx)->x.host_of)
-		return -ENOTCONN;
+	const int *host_of;
+	int ret = core_host_of(ctx, peer, &host_of);
+
+	if (ret)
+		return ret;
 	if (!core_of(ctx)->x.hosts_all)
 		return -ENODATA;
-	return core_of(ctx)->x.host_of[peer];
+	return host_of[peer];
 }
 
 int rdmach_rank(const rdmach_ctx_t *ctx)
