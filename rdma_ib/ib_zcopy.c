@@ -171,6 +171,15 @@ void ib_zc_conn_release(struct ib_zc_conn *zcc)
 	zcc->b_buf = NULL;
 }
 
+/* The connection's rendezvous records, made at its first zero-copy
+ * message either way: 0, or -ENOMEM. */
+static int ib_zc_mem(struct ib_zc_conn *zcc)
+{
+	if (!zcc->m)
+		zcc->m = calloc(1, sizeof(*zcc->m));
+	return zcc->m ? 0 : -ENOMEM;
+}
+
 /* ---- sender --------------------------------------------------------------- */
 
 uint32_t ib_zc_ctl_len(const struct ib_zc_conn *zcc, const struct iovec *iov,
@@ -200,7 +209,7 @@ int64_t ib_zc_put_start(struct ib_zc_conn *zcc, const struct iovec *iov,
 	struct ib_zc_tx *tx;
 	size_t sum = 0;
 
-	if (!zcc->m && !(zcc->m = calloc(1, sizeof(*zcc->m))))
+	if (ib_zc_mem(zcc))
 		return -EAGAIN;		/* the caller copies instead */
 	tx = &zcc->m->tx[zcc->next_id % IB_ZC_TX_MAX];
 	tx->nreg = 0;
@@ -305,7 +314,7 @@ static int ib_zc_rx_snap(struct ib_zc_conn *zcc, const void *pkt,
 
 	if (zcc->rx_have)
 		return 0;
-	if (!zcc->m && !(zcc->m = calloc(1, sizeof(*zcc->m))))
+	if (ib_zc_mem(zcc))
 		return rdmach_conn_fail(zcc->conn, -ENOMEM, "ib: no memory "
 					"for a zero-copy put's records");
 	r = &zcc->m->rx_pkt.h;
