@@ -14,19 +14,33 @@ __attribute__((noinline)) uint64_t
 shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r)
 {
 	uint64_t tail = shm_peer_probe64(r->tail);
+	int i = (int)(r - sc->tx);
 
-	if (!sc->tx_hello) {
-		atomic_store_explicit(&sc->tx_ctrl->hello,
-				      shm_hdr_make(SHM_SEQ_FIRST,
+	if (!(sc->tx_hello & 1u << i)) {	/* the next packet goes here */
+		atomic_store_explicit(shm_ring_hello(sc->tx_ctrl, i),
+				      shm_hdr_make(sc->tx_seq,
 						   RDMACH_PKT_HELLO, 0),
 				      memory_order_release);
-		sc->tx_hello = 1;
+		sc->tx_hello |= 1u << i;
 	}
 	if (tail != r->tail_seen) {
 		r->tail_seen = tail;
 		sc->conn->stats.credit_updates_received++;
 	}
 	return r->size - (r->head - r->tail_seen);
+}
+
+struct shm_tx_ring *shm_tx_line_cold(struct shm_conn *sc, uint64_t need)
+{
+	struct shm_tx_ring *r = &sc->tx[SHM_LINES];
+	uint64_t pos = r->head & r->mask, contig = r->size - pos;
+
+	if (contig >= need)
+		return shm_tx_space(sc, r, need) >= need ? r : NULL;
+	if (shm_tx_space(sc, r, contig + need) < contig + need)
+		return NULL;
+	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_PAD, 0, contig);
+	return r;
 }
 
 int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,

@@ -76,15 +76,19 @@ struct shm_pipe {
 };
 
 /* Giving back a pair's bulk ring and copy area (shm_mem.h), as their
- * reader (owner) and as the writer. */
+ * reader (owner) and as the writer.  COLD: released and not given back
+ * (release_done withheld) until the writer earns them again, under the
+ * cap on warm writers (RDMACH_SHM_WARM_MAX). */
 enum shm_mem_state { SHM_MEM_UNUSED, SHM_MEM_USED, SHM_MEM_ASKED,
-		     SHM_MEM_RELEASED };
+		     SHM_MEM_RELEASED, SHM_MEM_COLD };
 
 struct shm_mem_rx {
 	enum shm_mem_state state;
 	uint32_t n;			/* last release asked for */
 	uint64_t bulk_seen, pipe_seen;	/* rx bulk head, copy-area chunks */
 	uint64_t active_ns;		/* when they last moved */
+	uint64_t cold_main;		/* COLD: main + line ring bytes read
+					 * when it went */
 };
 
 struct shm_mem_tx {
@@ -92,6 +96,7 @@ struct shm_mem_tx {
 	uint32_t acked;			/* last release acked */
 	uint64_t bulk_head, pipe_next;	/* at the last ack: used since? */
 	uint64_t bulk_min, chunk_deferred, pipe_slot; /* while kept out */
+	uint64_t one_pkt_max, large_min;
 };
 
 /* The control packet at the head of the receive rings, as loaded once
@@ -126,11 +131,17 @@ struct shm_conn {
 	struct shm_tx_ring tx[SHM_NRINGS];
 	struct shm_ring_ctrl *tx_ctrl;
 	uint64_t one_pkt_max;		/* largest put of one packet, no CMA */
+	uint64_t large_min;		/* smallest put that may not be ring
+					 * packets (tl's, or RDMACH_SHM_COLD_CMA
+					 * while kept out) */
 	uint64_t chunk, chunk_deferred;	/* largest packet payload of a put,
 					 * of a deferred put (the rings'
 					 * sizes cap the knobs') */
 	uint64_t bulk_min;		/* data packets from this size go to
 					 * tx[SHM_BULK] (UINT64_MAX: none) */
+	uint64_t cold_line_max;		/* kept out (shm_mem.h): packets up to
+					 * this span go to the line ring too
+					 * (0: one line only) */
 	uint32_t tx_seq;		/* next packet's sequence number */
 	uint64_t next_rndv_id;
 	struct shm_rndv_tx rndv;
@@ -151,10 +162,11 @@ struct shm_conn {
 	struct shm_bell *peer_bell;	/* the peer's doorbell, if it is on */
 
 	/* memory per pair (cold: off the data path) */
-	int tx_hello;			/* hello stored: the rings are in use */
-	uint8_t *rx_base[SHM_NRINGS];	/* the rings; rx[i].base polls them
-					 * once the writer said hello */
-	int rx_quiet;			/* not yet: rx[SHM_MAIN] polls hello */
+	unsigned tx_hello;		/* 1 << ring: hello stored, in use */
+	uint8_t *rx_base[SHM_NRINGS];	/* the rings; rx[i].base polls ring i
+					 * once the writer said hello to it,
+					 * its hello word until then */
+	int rx_quiet;			/* no ring said hello yet */
 	struct shm_mem_rx mem_rx;
 	struct shm_mem_tx mem_tx;
 
@@ -200,6 +212,13 @@ struct shm_tl {
 	 * bulk rings and copy areas given back idle, and used again */
 	uint64_t rings_used, releases, repopulations;
 	uint64_t idle_release_ns;	/* RDMACH_SHM_IDLE_RELEASE_MS, 0: off */
+	/* warm writers: those that may use their bulk ring and copy area in
+	 * my segment (shm_mem.h) */
+	uint64_t warm_max;		/* RDMACH_SHM_WARM_MAX */
+	uint64_t cold_cma;		/* RDMACH_SHM_COLD_CMA, 0: off */
+	uint64_t warm_after;		/* RDMACH_SHM_WARM_AFTER */
+	int warm_cap;			/* more local writers than warm_max */
+	uint64_t warm_now, warm_peak, promotions, demotions;
 	int bell_on;			/* my doorbell is on */
 	pid_t ptracer;			/* PR_SET_PTRACER'd process, 0: none */
 };
@@ -290,10 +309,17 @@ static inline void shm_rx_consume(struct shm_conn *sc, struct shm_rx_ring *r,
 	shm_peer_epoch();
 }
 
+/* The hello word of ring i in a control block (shm_ring.h). */
+static inline _Atomic uint64_t *shm_ring_hello(struct shm_ring_ctrl *c, int i)
+{
+	return i == SHM_MAIN ? &c->hello :
+	       i == SHM_LINES ? &c->line_hello : &c->bulk_hello;
+}
+
 /* Free bytes of ring r after a fresh read of the reader's tail (out of
  * line: the cached tail mostly suffices).  Every ring's cached tail
- * starts a whole ring behind, so that the first put asks here, and says
- * hello (shm_ring.h) before it writes a ring. */
+ * starts a whole ring behind, so that the first packet into a ring asks
+ * here, and says hello to it (shm_ring.h) before it is written. */
 uint64_t shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r);
 
 /* Free bytes of ring r, refreshing the cached tail when that says
@@ -329,11 +355,19 @@ static inline struct shm_tx_ring *shm_tx_data_ring(struct shm_conn *sc,
 	return &sc->tx[deferred && len >= sc->bulk_min ? SHM_BULK : SHM_MAIN];
 }
 
+/* A packet of need bytes (up to cold_line_max) into the line ring of a
+ * writer kept out of its bulk ring and copy area: padded to the ring's
+ * end first if it does not fit before it; NULL without room.  A pair
+ * that exchanges only such packets (and puts by CMA) never touches a
+ * page of its main ring. */
+struct shm_tx_ring *shm_tx_line_cold(struct shm_conn *sc, uint64_t need);
+
 /* The ring a put of one packet of len bytes (need with its header, in
- * whole lines) goes to now: the line ring if it is one line and there is
- * room there, else the main or the bulk ring (shm_tx_data_ring) if the
- * packet fits before its end and in the space the cached tail shows;
- * NULL sends the put the general way. */
+ * whole lines) goes to now: the line ring if it is one line (or, kept
+ * out, up to cold_line_max: then only there) and there is room there,
+ * else the main or the bulk ring (shm_tx_data_ring) if the packet fits
+ * before its end and in the space the cached tail shows; NULL sends the
+ * put the general way. */
 static inline struct shm_tx_ring *shm_tx_ring_for(struct shm_conn *sc,
 						  uint64_t len, uint64_t need,
 						  int deferred)
@@ -342,6 +376,9 @@ static inline struct shm_tx_ring *shm_tx_ring_for(struct shm_conn *sc,
 
 	if (need == SHM_LINE && r->size && shm_tx_space(sc, r, need) >= need)
 		return r;
+	if (need <= sc->cold_line_max)	/* (a look at the main ring's
+					 * space would say hello to it) */
+		return shm_tx_line_cold(sc, need);
 	r = shm_tx_data_ring(sc, len, deferred);
 	if (need > r->size - (r->head & r->mask) ||
 	    shm_tx_space(sc, r, need) < need)

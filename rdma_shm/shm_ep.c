@@ -104,12 +104,16 @@ static void shm_rx_release(struct shm_conn *sc)
 }
 
 /* Give ring r's space back once a quarter of it is held (a reader that
- * never finds its rings empty would otherwise starve the writer). */
+ * never finds its rings empty would otherwise starve the writer); such
+ * a reader also looks then whether a cold writer earned its bulk ring
+ * and copy area (shm_mem.h). */
 static inline void shm_rx_release_held_ring(struct shm_conn *sc,
 					    struct shm_rx_ring *r)
 {
-	if (r->head - r->released > (r->mask + 1) / 4)
+	if (r->head - r->released > (r->mask + 1) / 4) {
 		shm_rx_release_ring(sc, r);
+		shm_mem_rx_busy(sc);
+	}
 }
 
 static inline void shm_rx_release_held(struct shm_conn *sc)
@@ -122,19 +126,20 @@ static inline void shm_rx_release_held(struct shm_conn *sc)
 
 /* The writer said hello (shm_ring.h): poll its rings from now on.  A
  * HELLO anywhere else (in a ring) is corrupt. */
-static int shm_rx_hello(struct shm_conn *sc, const struct shm_rx_ring *r,
+static int shm_rx_hello(struct shm_conn *sc, struct shm_rx_ring *r,
 			uint64_t h)
 {
-	int i;
+	int i = (int)(r - sc->rx);
 
-	if (!sc->rx_quiet || r != &sc->rx[SHM_MAIN])
+	if (r->base != (uint8_t *)shm_ring_hello(sc->rx_ctrl, i))
 		return shm_rx_corrupt(sc, r, h, "HELLO in a ring");
-	for (i = 0; i < SHM_NRINGS; i++)
-		sc->rx[i].base = sc->rx_base[i];
-	sc->rx_quiet = 0;
+	r->base = sc->rx_base[i];
+	if (sc->rx_quiet) {
+		sc->rx_quiet = 0;
+		sc->tl->rings_used++;
+	}
 	sc->rx_hdr = 0;
 	shm_peer_epoch();
-	sc->tl->rings_used++;
 	return 0;
 }
 
@@ -488,7 +493,7 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 		return shm_tx_rndv_poll(sc, iov, iovcnt);
 	if (sc->tx_pipe.left)
 		return shm_tx_pipe(sc, iov, iovcnt, total);
-	if (total >= sc->tl->large_min) {
+	if (total >= sc->large_min) {
 		if (shm_tx_want_cma(sc, iov, iovcnt, total, ticket != NULL)) {
 			n = ticket ? shm_tx_rndv_defer(sc, iov, iovcnt, ticket) :
 				     shm_tx_rndv_start(sc, iov, iovcnt);
@@ -498,6 +503,8 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 		if (sc->tx_pipe.slot && total >= sc->tl->pipe_threshold)
 			return shm_tx_pipe(sc, iov, iovcnt, total);
 	}
+	if (shm_pkt_span(total) <= sc->cold_line_max)
+		return shm_tx_stalled(sc);	/* kept out: the line ring is full */
 	return shm_tx_copy(sc, iov, iovcnt, total,
 			   ticket ? sc->chunk_deferred : sc->chunk,
 			   ticket != NULL);

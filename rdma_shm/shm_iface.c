@@ -29,6 +29,7 @@
 #include "shm_conn.h"
 #include "shm_ep.h"
 #include "shm_live.h"
+#include "shm_mem.h"
 #include "shm_pipe.h"
 #include "shm_rndv.h"
 #include "shm_seg.h"
@@ -40,12 +41,15 @@ enum { SHM_K_RING_SIZE, SHM_K_LINE_RING, SHM_K_BULK_RING, SHM_K_BULK_MIN,
        SHM_K_CMA_USE, SHM_K_CMA_DUPLEX, SHM_K_CMA_DUPLEX_REUSED,
        SHM_K_CMA_DUPLEX_REUSED_MAX,
        SHM_K_CACHE_LIMIT, SHM_K_CALIB_MS, SHM_K_RECENT, SHM_K_LIVENESS_MS,
-       SHM_K_WAKE, SHM_K_IDLE_RELEASE_MS, SHM_K_NUM };
+       SHM_K_WAKE, SHM_K_IDLE_RELEASE_MS, SHM_K_WARM_MAX, SHM_K_WARM_AFTER,
+       SHM_K_COLD_CMA, SHM_K_NUM };
 
 static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
-	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE, "64K",
-		4096, 256u << 20,
-		"bytes of each incoming ring, one per local peer (power of two)",
+	[SHM_K_RING_SIZE] = { "RDMACH_SHM_RING_SIZE", RDMACH_KNOB_SIZE,
+		RDMACH_KNOB_AUTO, 4096, 256u << 20,
+		"bytes of each incoming ring, one per local peer (power of two; "
+		"auto: 64K while this host runs at most RDMACH_SHM_WARM_MAX + 1 "
+		"of the job's processes, 16K beyond)",
 		RDMACH_KNOB_POW2 },
 	[SHM_K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE, "1K",
 		2 * SHM_LINE, 1u << 20,
@@ -158,6 +162,25 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"a peer's bulk ring and copy area that carried nothing for this "
 		"long are given back to the system (their pages freed, taken "
 		"again at the next use; 0: kept)" },
+	[SHM_K_WARM_MAX] = { "RDMACH_SHM_WARM_MAX", RDMACH_KNOB_UINT, "8",
+		0, 1u << 20,
+		"local writers whose bulk ring and copy area in this process "
+		"may hold pages at once; with more local processes than this, "
+		"a writer starts without them (its deferred puts take the main "
+		"ring, its large puts CMA or the main ring) and earns them by "
+		"RDMACH_SHM_WARM_AFTER, a pair idle for "
+		"RDMACH_SHM_IDLE_RELEASE_MS gives them back" },
+	[SHM_K_WARM_AFTER] = { "RDMACH_SHM_WARM_AFTER", RDMACH_KNOB_SIZE,
+		"256K", 0, UINT64_MAX,
+		"bytes a writer without bulk ring and copy area "
+		"(RDMACH_SHM_WARM_MAX) sends through the main ring before it "
+		"gets them, if fewer than the cap have them" },
+	[SHM_K_COLD_CMA] = { "RDMACH_SHM_COLD_CMA", RDMACH_KNOB_SIZE, "4K",
+		0, UINT64_MAX,
+		"a writer without bulk ring and copy area (RDMACH_SHM_WARM_MAX, "
+		"or idle) sends deferred puts of at least this many bytes by "
+		"CMA, where the peer allows it: no ring pages for them (0: the "
+		"ring)" },
 };
 RDMACH_KNOB_TABLE(shm, shm_knobs);
 
@@ -171,6 +194,8 @@ RDMACH_KNOB_TABLE(shm, shm_knobs);
  * areas' memory and cache footprint (one per peer that sends large
  * messages) weigh more: 64 processes keep it at 16 MiB per process. */
 #define SHM_PIPE_AREA_FEW (512u << 10)
+#define SHM_RING_FEW (64u << 10)	/* RDMACH_SHM_RING_SIZE=auto */
+#define SHM_RING_MANY (16u << 10)
 #define SHM_PIPE_AREA_MANY (256u << 10)
 #define SHM_PIPE_AREA_FEW_PROCS 16
 
@@ -259,7 +284,8 @@ static int shm_read_knobs(struct shm_tl *tl)
 			continue;
 		err = rdmach_knob_u64(&shm_knobs[i], &v[i]);
 		if (err == -ENODATA &&
-		    (i == SHM_K_CACHE_LIMIT || i == SHM_K_PIPE_AREA))
+		    (i == SHM_K_CACHE_LIMIT || i == SHM_K_PIPE_AREA ||
+		     i == SHM_K_RING_SIZE))
 			v[i] = 0;	/* auto: decided at publish or connect */
 		else if (err == -ENODATA && i == SHM_K_WAKE)
 			v[i] = UINT64_MAX;	/* auto: decided at publish */
@@ -269,11 +295,9 @@ static int shm_read_knobs(struct shm_tl *tl)
 	err = shm_read_cma_use(tl);
 	if (err)
 		return err;
-	tl->ring_size = v[SHM_K_RING_SIZE];
+	tl->ring_size = v[SHM_K_RING_SIZE];	/* 0: auto (shm_publish) */
 	tl->line_ring_size = v[SHM_K_LINE_RING];
-	/* one no larger than the main ring would keep no more in flight */
-	tl->bulk_ring_size = v[SHM_K_BULK_RING] > tl->ring_size ?
-			     v[SHM_K_BULK_RING] : 0;
+	tl->bulk_ring_size = v[SHM_K_BULK_RING];
 	tl->bulk_min = v[SHM_K_BULK_MIN];
 	tl->chunk = v[SHM_K_CHUNK];
 	tl->chunk_deferred = v[SHM_K_DEFERRED_CHUNK];
@@ -291,6 +315,9 @@ static int shm_read_knobs(struct shm_tl *tl)
 	tl->calib_ns = v[SHM_K_CALIB_MS] * 1000000u;
 	tl->wake = v[SHM_K_WAKE] == UINT64_MAX ? -1 : (int)v[SHM_K_WAKE];
 	tl->idle_release_ns = v[SHM_K_IDLE_RELEASE_MS] * 1000000u;
+	tl->warm_max = v[SHM_K_WARM_MAX];
+	tl->warm_after = v[SHM_K_WARM_AFTER];
+	tl->cold_cma = v[SHM_K_COLD_CMA];
 	return shm_read_pipe_knobs(tl, v);
 }
 
@@ -395,6 +422,22 @@ static void shm_pipe_size_setup(struct shm_tl *tl, int npeers)
 			    npeers);
 }
 
+/* The main ring, now that the local processes (npeers, myself included)
+ * are known: with more writers than get a bulk ring and copy area
+ * (RDMACH_SHM_WARM_MAX), every pair that talks cycles through its main
+ * ring, so a smaller one bounds what the pairs take (64 processes, every
+ * pair 256 KiB both ways, rdmach_shm_mem: 346 MiB per node with 64 KiB
+ * rings, 154 with 16 KiB, rdma_shm/README.md). */
+static void shm_ring_size_setup(struct shm_tl *tl, int npeers)
+{
+	tl->warm_cap = (uint64_t)npeers - 1 > tl->warm_max;
+	if (!tl->ring_size)
+		tl->ring_size = tl->warm_cap ? SHM_RING_MANY : SHM_RING_FEW;
+	/* one no larger than the main ring would keep no more in flight */
+	if (tl->bulk_ring_size <= tl->ring_size)
+		tl->bulk_ring_size = 0;
+}
+
 static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 {
 	struct shm_tl *tl = shm_tl_of(base);
@@ -404,6 +447,7 @@ static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 
 	if (npeers == 0)
 		return 0;
+	shm_ring_size_setup(tl, npeers);
 	shm_pipe_size_setup(tl, npeers);
 	geom.ring_size = tl->ring_size;
 	geom.line_ring_size = tl->line_ring_size;
@@ -413,6 +457,7 @@ static int shm_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	err = shm_seg_create(&tl->seg, base->ctx->rank, peers, npeers, &geom);
 	if (err)
 		return err;
+	shm_mem_cold_start(tl);
 	shm_bell_setup(tl, npeers);
 	shm_measure_cache(tl, peers, npeers);
 	err = shm_seg_describe(&tl->seg, seg, sizeof(seg));
@@ -482,18 +527,19 @@ static void shm_rx_ring_init(struct shm_rx_ring *r, uint8_t *base,
 	r->mask = size ? size - 1 : 0;
 }
 
-/* Until the writer says hello (shm_ring.h), poll its hello word as the
- * main ring's head and no ring at all: the rings' pages stay untouched
- * until the pair's first packet. */
+/* Until the writer says hello to a ring (shm_ring.h), poll that ring's
+ * hello word as its head: a ring's pages stay untouched until the first
+ * packet into it. */
 static void shm_rx_quiet(struct shm_conn *sc)
 {
 	int i;
 
 	for (i = 0; i < SHM_NRINGS; i++) {
 		sc->rx_base[i] = sc->rx[i].base;
-		sc->rx[i].base = shm_no_ring;
+		if (sc->rx[i].base != shm_no_ring)
+			sc->rx[i].base =
+				(uint8_t *)shm_ring_hello(sc->rx_ctrl, i);
 	}
-	sc->rx[SHM_MAIN].base = (uint8_t *)&sc->rx_ctrl->hello;
 	sc->rx_quiet = 1;
 }
 
@@ -541,6 +587,7 @@ static void shm_tx_chunks(struct shm_conn *sc, const struct shm_tl *tl)
 	sc->one_pkt_max = sc->chunk;
 	if (tl->large_min <= sc->one_pkt_max)
 		sc->one_pkt_max = tl->large_min - 1;
+	sc->large_min = tl->large_min;
 }
 
 static void shm_conn_setup_rings(struct shm_conn *sc, struct shm_tl *tl,
@@ -633,6 +680,7 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 		return -EPROTO;
 	}
 	shm_conn_setup_rings(sc, tl, pseg, tx_slot, rx_slot);
+	shm_mem_conn_start(sc);
 	if (!sc->self && shm_peer_load32(&shm_seg_hdr(pseg)->bell.on))
 		sc->peer_bell = &shm_seg_hdr(pseg)->bell;
 	return 0;
@@ -843,10 +891,18 @@ static void shm_print_stats(struct rdmach_tl *base, FILE *out)
 
 	fprintf(out, "# shm memory: rings of %llu of %d local writers (this "
 		"process included) in use, %llu releases of idle bulk rings "
-		"and copy areas, %llu used again\n",
+		"and copy areas, %llu used again; warm writers (bulk ring and "
+		"copy area) %llu now, %llu at most, cap %s%llu, %llu "
+		"promotions, %llu demotions\n",
 		(unsigned long long)tl->rings_used, tl->npeers,
 		(unsigned long long)tl->releases,
-		(unsigned long long)tl->repopulations);
+		(unsigned long long)tl->repopulations,
+		(unsigned long long)tl->warm_now,
+		(unsigned long long)tl->warm_peak,
+		tl->warm_cap ? "" : "not reached: ",
+		(unsigned long long)tl->warm_max,
+		(unsigned long long)tl->promotions,
+		(unsigned long long)tl->demotions);
 }
 
 static int shm_progress(struct rdmach_tl *base)

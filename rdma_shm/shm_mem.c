@@ -46,10 +46,11 @@ static void shm_mem_rx_free(struct shm_conn *sc)
 {
 	const struct shm_rx_ring *b = &sc->rx[SHM_BULK];
 	const struct shm_pipe *pp = &sc->rx_pipe;
+	uint8_t *base = sc->rx_base[SHM_BULK];	/* (b->base: maybe its hello) */
 
 	if (b->mask)
-		shm_mem_punch(b->base, b->base + b->mask + 1,
-			      b->base + (b->head & b->mask));
+		shm_mem_punch(base, base + b->mask + 1, b->base == base ?
+			      base + (b->head & b->mask) : NULL);
 	if (pp->slot)
 		shm_mem_punch((uint8_t *)pp->flags,
 			      pp->area + (pp->slot_mask + 1) * pp->slot, NULL);
@@ -70,12 +71,61 @@ static int shm_mem_rx_moved(struct shm_conn *sc, uint64_t now)
 	return 1;
 }
 
+/* Over the cap on warm writers, a pair given back goes cold: the writer
+ * stays out (release_done withheld) until it earns its way back
+ * (shm_mem_rx_promote).  Its warm place is free at once. */
+/* Bytes read from the writer's main and line rings, which a cold writer
+ * uses. */
+static uint64_t shm_mem_rx_ring_bytes(const struct shm_conn *sc)
+{
+	return sc->rx[SHM_MAIN].head + sc->rx[SHM_LINES].head;
+}
+
+static void shm_mem_rx_demote(struct shm_conn *sc)
+{
+	struct shm_mem_rx *m = &sc->mem_rx;
+
+	m->state = SHM_MEM_COLD;
+	m->cold_main = shm_mem_rx_ring_bytes(sc);
+	sc->tl->warm_now--;
+	sc->tl->demotions++;
+}
+
+/* A cold writer that sent RDMACH_SHM_WARM_AFTER bytes through its main
+ * and line rings since it went cold gets its bulk ring and copy area back if a warm
+ * place is free: release_done = n, the release it acked (or the one
+ * asked before it connected: shm_mem_cold_start).  They count as used
+ * from now, so that a writer that does not use them gives its place
+ * back after RDMACH_SHM_IDLE_RELEASE_MS too. */
+static void shm_mem_rx_promote(struct shm_conn *sc, uint64_t now)
+{
+	struct shm_mem_rx *m = &sc->mem_rx;
+	struct shm_tl *tl = sc->tl;
+
+	if (shm_mem_rx_ring_bytes(sc) - m->cold_main < tl->warm_after ||
+	    tl->warm_now >= tl->warm_max)
+		return;
+	if (++tl->warm_now > tl->warm_peak)
+		tl->warm_peak = tl->warm_now;
+	tl->promotions++;
+	m->state = SHM_MEM_USED;
+	m->active_ns = now;
+	atomic_store_explicit(&sc->rx_ctrl->release_done, m->n,
+			      memory_order_release);
+}
+
 static void shm_mem_rx_idle(struct shm_conn *sc, uint64_t now)
 {
 	struct shm_mem_rx *m = &sc->mem_rx;
 	struct shm_ring_ctrl *ctl = sc->rx_ctrl;
 	int idle;
 
+	if (m->state == SHM_MEM_COLD) {
+		shm_mem_rx_promote(sc, now);
+		return;
+	}
+	if (!sc->tl->idle_release_ns)
+		return;
 	if (shm_mem_rx_moved(sc, now)) {
 		if (m->state == SHM_MEM_RELEASED)
 			sc->tl->repopulations++;
@@ -95,10 +145,20 @@ static void shm_mem_rx_idle(struct shm_conn *sc, uint64_t now)
 		 * the request (then only let the writer back in) */
 		if (idle)
 			shm_mem_rx_free(sc);
+		if (idle && sc->tl->warm_cap) {
+			shm_mem_rx_demote(sc);
+			return;
+		}
 		m->state = idle ? SHM_MEM_RELEASED : SHM_MEM_USED;
 		atomic_store_explicit(&ctl->release_done, m->n,
 				      memory_order_release);
 	}
+}
+
+void shm_mem_rx_busy(struct shm_conn *sc)
+{
+	if (sc->mem_rx.state == SHM_MEM_COLD)
+		shm_mem_rx_promote(sc, rdmach_now_ns());
 }
 
 /* ---- writer ------------------------------------------------------------ */
@@ -127,7 +187,8 @@ static int shm_mem_tx_quiet(struct shm_conn *sc)
 
 /* Keep out of the bulk ring (a deferred put's packets go to the main
  * ring, a quarter of it at most) and of the copy area (large puts take
- * CMA or the ring). */
+ * CMA or the ring); deferred puts from RDMACH_SHM_COLD_CMA take CMA, so
+ * that a cold pair's messages of a few KiB take no ring pages either. */
 static void shm_mem_tx_keep_out(struct shm_conn *sc)
 {
 	struct shm_mem_tx *m = &sc->mem_tx;
@@ -136,10 +197,20 @@ static void shm_mem_tx_keep_out(struct shm_conn *sc)
 	m->bulk_min = sc->bulk_min;
 	m->chunk_deferred = sc->chunk_deferred;
 	m->pipe_slot = sc->tx_pipe.slot;
+	m->one_pkt_max = sc->one_pkt_max;
+	m->large_min = sc->large_min;
 	sc->bulk_min = UINT64_MAX;
 	if (sc->chunk_deferred > cap)
 		sc->chunk_deferred = cap > sc->chunk ? cap : sc->chunk;
 	sc->tx_pipe.slot = 0;
+	if (sc->tx[SHM_LINES].size >= 4 * SHM_LINE)
+		sc->cold_line_max = sc->tx[SHM_LINES].size / 4;
+	if (sc->tl->cma && sc->tl->cold_cma &&
+	    sc->tl->cold_cma < sc->large_min) {
+		sc->large_min = sc->tl->cold_cma;
+		if (sc->one_pkt_max >= sc->large_min)
+			sc->one_pkt_max = sc->large_min - 1;
+	}
 	m->kept_out = 1;
 }
 
@@ -152,9 +223,22 @@ void shm_mem_tx_resume(struct shm_conn *sc)
 	sc->bulk_min = m->bulk_min;
 	sc->chunk_deferred = m->chunk_deferred;
 	sc->tx_pipe.slot = m->pipe_slot;
+	sc->one_pkt_max = m->one_pkt_max;
+	sc->large_min = m->large_min;
+	sc->cold_line_max = 0;
 	m->bulk_head = sc->tx[SHM_BULK].head;
 	m->pipe_next = sc->tx_pipe.next;
 	m->kept_out = 0;
+}
+
+/* Release req: everything I wrote there is consumed; keep out and say
+ * so. */
+static void shm_mem_tx_ack(struct shm_conn *sc, uint32_t req)
+{
+	shm_mem_tx_keep_out(sc);
+	sc->mem_tx.acked = req;
+	atomic_store_explicit(&sc->tx_ctrl->release_ack, req,
+			      memory_order_release);
 }
 
 static void shm_mem_tx_idle(struct shm_conn *sc)
@@ -169,18 +253,45 @@ static void shm_mem_tx_idle(struct shm_conn *sc)
 	req = shm_peer_probe32(&sc->tx_ctrl->release_req);
 	if (req == m->acked || !shm_mem_tx_quiet(sc))
 		return;
-	shm_mem_tx_keep_out(sc);
-	m->acked = req;
-	atomic_store_explicit(&sc->tx_ctrl->release_ack, req,
-			      memory_order_release);
+	shm_mem_tx_ack(sc, req);
 }
 
 void shm_mem_idle(struct shm_conn *sc)
 {
 	if (sc->self)
 		return;
-	if (sc->tl->idle_release_ns && !sc->rx_quiet)
+	if (!sc->rx_quiet)
 		shm_mem_rx_idle(sc, rdmach_now_ns());
 	if (sc->tx_hello)
 		shm_mem_tx_idle(sc);
+}
+
+/* ---- the cap on warm writers ------------------------------------------ */
+
+void shm_mem_cold_start(struct shm_tl *tl)
+{
+	const struct shm_seg *seg = &tl->seg;
+	uint32_t i;
+
+	if (!tl->warm_cap)
+		return;
+	for (i = 0; i < seg->g.nslots; i++)
+		if (seg->slot_rank[i] != tl->base.ctx->rank)
+			atomic_store_explicit(&shm_seg_ctrl(seg, i)->release_req,
+					      1, memory_order_relaxed);
+}
+
+void shm_mem_conn_start(struct shm_conn *sc)
+{
+	uint32_t req;
+
+	if (sc->self)
+		return;
+	if (sc->tl->warm_cap) {
+		sc->mem_rx.n = 1;
+		sc->mem_rx.state = SHM_MEM_COLD;
+	}
+	req = shm_peer_probe32(&sc->tx_ctrl->release_req);
+	if (req)	/* nothing written yet: quiet */
+		shm_mem_tx_ack(sc, req);
 }

@@ -73,14 +73,18 @@
  *    the first chunk of its message, and the reader touches the slots only
  *    while such a packet is at its head.  A chunk never holds bytes of two
  *    messages.
- *  - First contact (hello, writer): a reader polls no ring of a writer
- *    that has sent nothing; it polls `hello` in the control block (one
- *    word on a page of every writer's control blocks) as if it were the
- *    main ring's head.  The writer stores there a HELLO header with the
- *    first packet number (RELEASE) before it writes any ring, and does
- *    not count it as a packet; the reader, finding it, polls the rings
- *    from then on.  So the pages of a pair's rings are first touched by
- *    its first packet.
+ *  - First contact with a ring (hello, writer): a reader polls no ring a
+ *    writer has not written to; it polls that ring's hello word in the
+ *    control block (hello, line_hello, bulk_hello: words on a page of
+ *    every writer's control blocks) as if it were the ring's head.
+ *    Before its first packet into a ring, the writer stores there a HELLO
+ *    header with that packet's number (RELEASE), not counted as a
+ *    packet; the reader, finding it as the packet it expects, polls that
+ *    ring from then on.  So a ring's pages are first touched by the first
+ *    packet written to it (reading a page of a memfd takes one too), and
+ *    a pair that uses only its line ring never takes a page of the
+ *    others.  A HELLO the reader finds once it polls the ring itself is
+ *    corrupt.
  *  - Giving back an idle pair's bulk ring and copy area (shm_mem.h): the
  *    reader (their owner) asks release n (release_req, RELEASE); the
  *    writer, once everything it wrote there has been consumed and freed
@@ -170,9 +174,11 @@ struct shm_ring_ctrl {
 	/* written by the writer: once, and when its choice changes */
 	_Atomic uint32_t writer_closed;
 	_Atomic uint32_t crossing;
-	_Atomic uint64_t hello;		/* a HELLO header: rings in use */
+	_Atomic uint64_t hello;		/* HELLO headers: the main, line and */
 	_Atomic uint32_t release_ack;	/* release n: I keep out */
-	uint8_t pad2[256 - 20];
+	_Atomic uint64_t line_hello;	/* ... bulk ring in use from that */
+	_Atomic uint64_t bulk_hello;	/* ... packet on */
+	uint8_t pad2[256 - 40];
 };
 
 _Static_assert(sizeof(struct shm_ring_ctrl) == 512, "ring ctrl layout");

@@ -210,6 +210,17 @@ static void shm_rndv_cover(const struct iovec *iov, int n,
 	*bytes = sum;
 }
 
+/* The smallest rendezvous: RDMACH_SHM_COLD_CMA while the writer keeps
+ * out of its bulk ring and copy area (shm_mem.h), if lower. */
+static uint64_t shm_rndv_floor(const struct shm_conn *sc)
+{
+	const struct shm_tl *tl = sc->tl;
+
+	if (sc->mem_tx.kept_out && tl->cold_cma && tl->cold_cma < tl->rndv_min)
+		return tl->cold_cma;
+	return tl->rndv_min;
+}
+
 /* Post a rendezvous control packet for what iov's first pieces cover
  * (a small first piece as data before it: RDMACH_RNDV_HEAD_MAX): returns those
  * bytes (> 0; the rendezvous is sc->next_rndv_id - 1 and *covered the
@@ -226,10 +237,12 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 
 	shm_rndv_cover(iov + !!head, cnt, &ctl.h, &bytes);
 	cnt += !!head;
-	if (bytes < sc->tl->rndv_min)
+	if (bytes < shm_rndv_floor(sc))
 		return -EAGAIN;
 	len = rdmach_rndv_size(ctl.h.nsegs);
 	need = hspan + shm_pkt_span(len);
+	if (need <= sc->cold_line_max)	/* kept out: no main ring page */
+		r = &sc->tx[SHM_LINES];
 	pos = r->head & r->mask;
 	contig = r->size - pos;
 	if (contig < need) {
@@ -328,9 +341,12 @@ int shm_tx_want_cma(struct shm_conn *sc, const struct iovec *iov,
 	struct shm_tl *tl = sc->tl;
 	int reused = -1;		/* unknown without RDMACH_SHM_RECENT */
 
-	if (!tl->cma || total < tl->rndv_min ||
+	if (!tl->cma || total < shm_rndv_floor(sc) ||
 	    !shm_peer_probe32(&sc->tx_ctrl->cma_ok))
 		return 0;
+	if (deferred && sc->mem_tx.kept_out && tl->cold_cma &&
+	    total >= tl->cold_cma)
+		return 1;	/* cold: no ring pages for it (shm_mem.h) */
 	if (tl->recent)
 		reused = shm_recent_buf(tl, shm_main_buf(iov, iovcnt));
 	if (deferred && tl->cma_duplex && shm_duplex(sc) &&

@@ -163,6 +163,21 @@ if [ -x "$conf" ] && ! skipped small; then
 		RDMACH_SHM_IDLE_RELEASE_MS=1 RDMACH_SHM_LIVENESS_MS=1 \
 		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
 		-- "$conf"
+	run "conformance shm, one warm writer, earned after 16K, cold again after 1 ms" \
+		RDMACH_SHM_WARM_MAX=1 RDMACH_SHM_WARM_AFTER=16K \
+		RDMACH_SHM_IDLE_RELEASE_MS=1 RDMACH_SHM_LIVENESS_MS=1 \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
+	run "conformance shm, every writer cold, no CMA" RDMACH_SHM_WARM_MAX=0 \
+		RDMACH_SHM_CMA=0 \
+		RDMACH_TEST_SCALE="$(awk "BEGIN{print ${RDMACH_TEST_SCALE:-1} * 0.5}")" \
+		-- "$conf"
+	run "conformance alltoall at 16 and 64 ranks (oversubscribed)" \
+		-- "$conf" alltoall_16 alltoall_64
+	run "conformance alltoall at 16 and 64 ranks, one warm writer each" \
+		RDMACH_SHM_WARM_MAX=1 RDMACH_SHM_WARM_AFTER=16K \
+		RDMACH_SHM_IDLE_RELEASE_MS=1 RDMACH_SHM_LIVENESS_MS=1 \
+		-- "$conf" alltoall_16 alltoall_64
 	run "conformance shm without CMA or line ring" RDMACH_SHM_CMA=0 \
 		RDMACH_SHM_LINE_RING=0 \
 		RDMACH_SHM_RING_SIZE=16K RDMACH_SHM_CHUNK=1K \

@@ -135,8 +135,9 @@ static uint64_t conf_ring(struct tst *t)
 	uint64_t shm = tst_knob("RDMACH_SHM_RING_SIZE");
 	uint64_t ib = tst_knob("RDMACH_IB_RING_SIZE");
 
-	if (!shm)
-		shm = 65536;
+	if (!shm)	/* auto: rdma_shm/README.md */
+		shm = (uint64_t)t->np - 1 > tst_knob("RDMACH_SHM_WARM_MAX") ?
+		      16384 : 65536;
 	if (tl && !strcmp(tl, "ib"))
 		return conf_ib_pipe(ib ? ib : 65536, t->np);
 	if ((tl && !strcmp(tl, "shm")) || !ib)
@@ -312,8 +313,9 @@ static int conf_check_zcopy(struct tst *t)
 	rdmach_stats_t st;
 
 	if (t->rank != 0 || !c || strcmp(rdmach_conn_transport(c), "shm") ||
-	    (!tst_knob("RDMACH_SHM_CMA") && !tst_knob("RDMACH_SHM_PIPE")))
-		return 0;
+	    (!tst_knob("RDMACH_SHM_CMA") && (!tst_knob("RDMACH_SHM_PIPE") ||
+					     !tst_knob("RDMACH_SHM_WARM_MAX"))))
+		return 0;	/* (no writer may use its copy area) */
 	if (rdmach_conn_stats(c, &st))
 		return tst_fail(t, "rdmach_conn_stats failed");
 	tst_log(t, "zcopy_msgs %llu zcopy_bytes %llu pipelined_msgs %llu of "
@@ -632,6 +634,8 @@ static const struct tst_case conf_cases[] = {
 	{ "alltoall_3", 3, conf_alltoall, 0, NULL, { 0 } },
 	{ "alltoall_4", 4, conf_alltoall, 0, NULL, { 0 } },
 	{ "alltoall_8", 8, conf_alltoall, 0, NULL, { 0 } },
+	{ "alltoall_16", 16, conf_alltoall, TST_NAMED, NULL, { 0 } },
+	{ "alltoall_64", 64, conf_alltoall, TST_NAMED, NULL, { 0 } },
 	{ "finalize_in_flight", 2, conf_finalize_in_flight, 0, NULL, { 0 } },
 	{ "finalize_both_unread", 2, conf_finalize_both_unread, TST_ALL_RANKS,
 	  NULL,

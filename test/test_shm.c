@@ -1372,6 +1372,7 @@ static int shm_pipe_area_auto(struct tst *t)
 	int i, n = 0, ret, err;
 
 	setenv("RDMACH_SHM_CMA", "0", 1);
+	setenv("RDMACH_SHM_WARM_MAX", "16", 1);	/* every writer's area used */
 	setenv("RDMACH_VERBOSE", "2", 1);
 	err = tst_capture_begin(&cap, 0);
 	if (err)
@@ -2253,6 +2254,230 @@ static int shm_quiet_pairs(struct tst *t)
 	return tst_barrier(t);
 }
 
+/* ---- the cap on warm writers (RDMACH_SHM_WARM_MAX) -------------------- */
+
+#define WARM_NP 8
+#define WARM_CAP 2
+#define WARM_ROUNDS 4
+#define WARM_IDLE 10u		/* t->shared[]: ranks idle after a round */
+
+/* Writers whose bulk ring (beyond the page at my position in it) or copy
+ * area holds pages in my segment. */
+static int warm_resident(struct tst *t)
+{
+	int p, n = 0;
+
+	for (p = 0; p < t->size; p++) {
+		struct shm_conn *sc;
+		size_t res;
+
+		if (p == t->rank)
+			continue;
+		sc = shm_conn_of(tst_conn(t, p));
+		if (sc->rx_quiet)
+			continue;
+		res = resident_pages(sc->rx_base[SHM_BULK],
+				     sc->rx[SHM_BULK].mask + 1);
+		if (res > 1 || (sc->rx_pipe.slot &&
+				resident_pages(sc->rx_pipe.area,
+					       (sc->rx_pipe.slot_mask + 1) *
+					       sc->rx_pipe.slot)))
+			n++;
+	}
+	return n;
+}
+
+/* Idle gets on every connection (both roles of the release handshake
+ * run there) until none of my writers is warm and every rank got there;
+ * 0 or a failure. */
+static int warm_idle(struct tst *t, int round)
+{
+	uint64_t t0 = rdmach_now_ns(), want = (uint64_t)round * t->size;
+	const struct shm_tl *tl = shm_conn_of(tst_conn(t, 0))->tl;
+	int told = 0, p;
+	uint8_t b;
+
+	while (!told || __atomic_load_n(&t->shared[WARM_IDLE],
+					 __ATOMIC_SEQ_CST) < want) {
+		for (p = 0; p < t->size; p++) {
+			struct iovec iov = { &b, 1 };
+			ssize_t n = p == t->rank ? 0 :
+				    rdmach_get(tst_conn(t, p), &iov, 1);
+
+			if (n)
+				return tst_fail(t, "idle get from %d: %zd",
+						p, n);
+		}
+		if (!told && !tl->warm_now) {
+			__atomic_fetch_add(&t->shared[WARM_IDLE], 1,
+					   __ATOMIC_SEQ_CST);
+			told = 1;
+		}
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "round %d: %llu writers still "
+					"warm after the stall time", round,
+					(unsigned long long)tl->warm_now);
+		usleep(200);
+	}
+	return 0;
+}
+
+/* Eight ranks, a cap of 2 warm writers: in each round every rank streams
+ * to three others and reads three, mixed sizes up to 100 KB (the copy
+ * area when warm, the main ring when cold: no CMA), every byte checked;
+ * then the idle pairs go cold.  The writer sets shift from round to round,
+ * so writers are promoted and demoted again and again, and no more than
+ * the cap ever hold pages of their bulk ring or copy area. */
+static int shm_warm_churn(struct tst *t)
+{
+	static const size_t sizes[] = { 40, 16384, 100000, 3000, 65536, 8 };
+	const char *const env[] = { "RDMACH_SHM_WARM_MAX", "2",
+		"RDMACH_SHM_WARM_AFTER", "64K", "RDMACH_SHM_IDLE_RELEASE_MS",
+		"20", "RDMACH_SHM_LIVENESS_MS", "1", "RDMACH_SHM_CMA", "0",
+		NULL };
+	struct tst_shape sh = { .min_pieces = 1, .max_pieces = 3,
+				.sizes = sizes, .nsizes = 6 };
+	uint64_t bytes = tst_scaled(768u << 10, 300u << 10);
+	const struct shm_tl *tl;
+	struct tst_stream s[6];
+	int round, i, ret = 0, err;
+
+	for (i = 0; env[i]; i += 2)
+		setenv(env[i], env[i + 1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	if (shm_only(t, tst_conn(t, (t->rank + 1) % t->size)))
+		return TST_SKIP;
+	tl = shm_conn_of(tst_conn(t, 0))->tl;
+	TST_CHECK(t, tl->warm_cap && tl->warm_max == WARM_CAP, "cap %llu "
+		  "not applied with %d local processes",
+		  (unsigned long long)tl->warm_max, t->size);
+	for (round = 1; round <= WARM_ROUNDS && !ret; round++) {
+		for (i = 0; i < 3; i++) {
+			int to = (t->rank + round + i) % t->size;
+			int from = (t->rank + t->size - round - i) % t->size;
+
+			tst_stream_init(&s[2 * i], tst_conn(t, to), to, 1,
+					tst_stream_seed(t, t->rank, to) + round,
+					bytes, &sh);
+			tst_stream_init(&s[2 * i + 1], tst_conn(t, from), from,
+					0, tst_stream_seed(t, from, t->rank) +
+					round, bytes, &sh);
+		}
+		ret = tst_run(t, s, 6);
+		for (i = 0; i < 6; i++)
+			tst_stream_free(&s[i]);
+		if (ret)
+			return ret;
+		i = warm_resident(t);
+		TST_CHECK(t, i <= WARM_CAP, "round %d: %d writers hold pages "
+			  "of their bulk ring or copy area, cap %d", round, i,
+			  WARM_CAP);
+		ret = warm_idle(t, round);
+		if (!ret)	/* nobody puts the next round into my idle gets */
+			ret = tst_barrier(t);
+	}
+	if (ret)
+		return ret;
+	/* (a writer that earned its way back while this rank waited for
+	 * the others may be warm now, holding no pages) */
+	TST_CHECK(t, tl->warm_peak <= WARM_CAP && tl->promotions >= 2 *
+		  WARM_ROUNDS && tl->demotions + tl->warm_now ==
+		  tl->promotions && warm_resident(t) == 0, "warm at most %llu "
+		  "(cap %d), %llu promotions, %llu demotions, %llu warm, %d "
+		  "writers resident", (unsigned long long)tl->warm_peak,
+		  WARM_CAP, (unsigned long long)tl->promotions,
+		  (unsigned long long)tl->demotions,
+		  (unsigned long long)tl->warm_now, warm_resident(t));
+	return 0;
+}
+
+/* A cold writer (every writer is, under RDMACH_SHM_WARM_MAX=0) sends its
+ * deferred puts from RDMACH_SHM_COLD_CMA (4K) by CMA: they return with a
+ * ticket; its packets of up to a quarter of the line ring (a rendezvous
+ * with its small head, messages of a few hundred bytes, waiting or not)
+ * go to the line ring.  Every byte checked in order, and the reader's
+ * main ring, bulk ring and copy area for that writer keep no page. */
+static int shm_cold_reader(struct tst *t, rdmach_conn_t *c, uint64_t seed,
+			   size_t total)
+{
+	struct shm_conn *sc = shm_conn_of(c);
+	size_t res;
+
+	if (get_pieces(t, c, seed, total, 7000))
+		return -1;
+	res = resident_pages(sc->rx_base[SHM_MAIN], sc->rx[SHM_MAIN].mask + 1) +
+	      resident_pages(sc->rx_base[SHM_BULK], sc->rx[SHM_BULK].mask + 1) +
+	      (sc->rx_pipe.slot ? resident_pages(sc->rx_pipe.area,
+			(sc->rx_pipe.slot_mask + 1) * sc->rx_pipe.slot) : 0);
+	TST_CHECK(t, res == 0, "a cold writer's main ring, bulk ring and copy "
+		  "area hold %zu pages", res);
+	return tst_barrier(t);
+}
+
+static int shm_cold_cma(struct tst *t)
+{
+	static const size_t sizes[] = { 5000, 100, 4096, 200, 16384, 40,
+					70000, 4097 };
+	const char *const env[] = { "RDMACH_SHM_WARM_MAX", "0",
+		"RDMACH_SHM_CMA_USE", "auto", NULL };
+	enum { ROUNDS = 40, N = ROUNDS * 8 };
+	size_t total = 0, off = 0, i;
+	uint64_t seed, done = 0, cma = 0;
+	rdmach_stats_t st;
+	rdmach_conn_t *c;
+	int64_t last = 0;
+	uint8_t *buf;
+	int ret, err = 0;
+
+	c = connect_with(t, env, &ret);
+	if (!c)
+		return ret;
+	for (i = 0; i < N; i++)
+		total += sizes[i % 8];
+	seed = tst_stream_seed(t, 0, 1);
+	if (t->rank == 1)
+		return shm_cold_reader(t, c, seed, total);
+	TST_CHECK(t, shm_conn_of(c)->mem_tx.kept_out, "the writer is not "
+		  "kept out under RDMACH_SHM_WARM_MAX=0");
+	if (!atomic_load(&shm_conn_of(c)->tx_ctrl->cma_ok))
+		return tst_skip(t, "the peer cannot read this process (CMA)");
+	buf = malloc(total);
+	if (!buf)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(buf, total, seed, 0);
+	for (i = 0; i < N && !err; off += sizes[i % 8], i++) {
+		size_t n = sizes[i % 8];
+		int64_t tk;
+
+		if (i % 5 == 4 && n <= 200) {	/* waiting puts too */
+			put_whole(t, c, buf + off, n, &err);
+			continue;
+		}
+		tk = tst_put_deferred_whole(t, c, buf + off, n);
+		if (tk < 0 || (n >= 4096) != (tk > 0)) {
+			free(buf);
+			return tst_fail(t, "deferred put %zu of %zu bytes: "
+					"ticket %lld", i, n, (long long)tk);
+		}
+		if (tk > 0) {
+			last = tk;
+			cma++;
+		}
+	}
+	ret = err ? err : tst_put_done_wait(t, c, &done);
+	free(buf);
+	TST_CHECK(t, ret == 0 && done >= (uint64_t)last, "puts: %s, done "
+		  "%llu, last ticket %lld", rdmach_strerror(ret),
+		  (unsigned long long)done, (long long)last);
+	TST_CHECK(t, !rdmach_conn_stats(c, &st), "stats");
+	TST_CHECK(t, st.zcopy_msgs == cma, "%llu puts by CMA, %llu deferred "
+		  "puts of 4 KiB or more", (unsigned long long)st.zcopy_msgs,
+		  (unsigned long long)cma);
+	return tst_barrier(t);
+}
+
 static const struct tst_case shm_cases[] = {
 	{ "shm_rndv_partial", 2, shm_rndv_partial,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
@@ -2326,6 +2551,10 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_release_cycles", 2, shm_release_cycles,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_quiet_pairs", 6, shm_quiet_pairs, 0, NULL, { 0 } },
+	{ "shm_cold_cma", 2, shm_cold_cma, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
+	{ "shm_warm_churn", WARM_NP, shm_warm_churn,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
 	{ "shm_named_fallback", 2, shm_named_fallback,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },

@@ -44,7 +44,13 @@ static uint8_t *raw_post(rdmach_conn_t *c, int ring, unsigned type,
 	struct shm_tx_ring *r = &sc->tx[ring];
 	uint8_t *p = r->base + (r->head & r->mask);
 
-	shm_tx_space_refresh(sc, r);	/* says hello, as a put does */
+	if (!(sc->tx_hello & 1u << ring)) {	/* hello, as a put says it */
+		atomic_store_explicit(shm_ring_hello(sc->tx_ctrl, ring),
+				      shm_hdr_make(seq, RDMACH_PKT_HELLO, 0),
+				      memory_order_release);
+		sc->tx_hello |= 1u << ring;
+	}
+	shm_tx_space_refresh(sc, r);
 	memcpy(p + SHM_HDR, payload, plen);
 	atomic_store_explicit((_Atomic uint64_t *)(void *)p,
 			      shm_hdr_make(seq, type, len), memory_order_release);
@@ -321,6 +327,55 @@ static int peer_seq_wrong(struct tst *t)
 	return eproto_case(t, plain_env, 0, harm_seq_wrong);
 }
 
+/* A HELLO inside a ring the reader already polls (the first packet said
+ * hello to the main ring): only a hello word may hold one. */
+static void harm_hello_in_ring(rdmach_conn_t *c)
+{
+	uint8_t pat[16] = { 0 };
+
+	raw_post(c, SHM_MAIN, RDMACH_PKT_DATA, sizeof(pat), pat, sizeof(pat),
+		 raw_seq(c));
+	raw_post(c, SHM_MAIN, RDMACH_PKT_HELLO, 0, pat, 0, raw_seq(c));
+}
+
+static int peer_hello_in_ring(struct tst *t)
+{
+	uint8_t buf[64];
+	rdmach_conn_t *c;
+	ssize_t n;
+	int ret;
+
+	c = connect_env(t, plain_env, &ret);
+	if (!c)
+		return ret;
+	if (t->rank == 1)
+		harm_hello_in_ring(c);
+	if (tst_barrier(t))
+		return -1;
+	if (t->rank == 0) {	/* the packet before it, then the error */
+		n = get_wait(c, buf, sizeof(buf), 3000);
+		TST_CHECK(t, n == 16, "first get: %zd, want the 16 bytes", n);
+		ret = expect_eproto(t, c, 3000);
+	}
+	return ret ? ret : tst_barrier(t);
+}
+
+/* The bulk ring's hello word numbered 5 ahead, no packet anywhere else:
+ * the packet expected can never come. */
+static void harm_hello_ahead(rdmach_conn_t *c)
+{
+	struct shm_conn *sc = c->priv;
+
+	atomic_store_explicit(&sc->tx_ctrl->bulk_hello,
+			      shm_hdr_make(raw_seq(c) + 5, RDMACH_PKT_HELLO, 0),
+			      memory_order_release);
+}
+
+static int peer_hello_ahead(struct tst *t)
+{
+	return eproto_case(t, plain_env, 0, harm_hello_ahead);
+}
+
 /* A copy-area message whose writer posts its next packet without sending
  * a chunk: the chunks will never come. */
 static void harm_pipe_abandoned(rdmach_conn_t *c)
@@ -571,6 +626,10 @@ static const struct tst_case peer_cases[] = {
 	{ "peer_rndv_total", 2, peer_rndv_total,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "peer_seq_wrong", 2, peer_seq_wrong,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "peer_hello_in_ring", 2, peer_hello_in_ring,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "peer_hello_ahead", 2, peer_hello_ahead,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "peer_pipe_abandoned", 2, peer_pipe_abandoned,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },

@@ -199,7 +199,8 @@ static const char info_manual[] =
 "        The shared memory that N ranks on one host take with the knobs\n"
 "        set: at start-up, per ordered pair that talks (main and line\n"
 "        rings), per pair whose bulk ring and copy area are in use\n"
-"        (given back after RDMACH_SHM_IDLE_RELEASE_MS idle).\n"
+"        (given back after RDMACH_SHM_IDLE_RELEASE_MS idle; at most\n"
+"        RDMACH_SHM_WARM_MAX writers per process).\n"
 "    --tune\n"
 "        The large-message tuning of the ib device the RDMACH_IB_* knobs\n"
 "        select: measured figures (or the tuning cache's, or built-in ones\n"
@@ -233,7 +234,8 @@ static const char info_manual[] =
  * and a control block per writer, populated at start-up; per ordered
  * pair that talks its main and line rings; per pair whose writer sends
  * windows of a few KiB or large messages its bulk ring and copy area,
- * until they idle RDMACH_SHM_IDLE_RELEASE_MS. */
+ * until they idle RDMACH_SHM_IDLE_RELEASE_MS, for at most
+ * RDMACH_SHM_WARM_MAX writers per process when more share the host. */
 static uint64_t info_knob(const char *name, uint64_t dflt)
 {
 	uint64_t v;
@@ -243,7 +245,9 @@ static uint64_t info_knob(const char *name, uint64_t dflt)
 
 static int info_shm_memory(long n)
 {
-	uint64_t ring = info_knob("RDMACH_SHM_RING_SIZE", 65536);
+	uint64_t warm = info_knob("RDMACH_SHM_WARM_MAX", 8);
+	uint64_t capped = (uint64_t)n - 1 > warm;
+	uint64_t ring = info_knob("RDMACH_SHM_RING_SIZE", capped ? 16384 : 65536);
 	uint64_t line = info_knob("RDMACH_SHM_LINE_RING", 1024);
 	uint64_t bulk = info_knob("RDMACH_SHM_BULK_RING", 262144);
 	uint64_t area = info_knob("RDMACH_SHM_PIPE_AREA", n > 16 ? 262144 : 524288);
@@ -274,7 +278,9 @@ static int info_shm_memory(long n)
 	       (double)(talk * pairs) / mib);
 	printf("+ per pair with bulk ring and copy area  %9.1f KiB"
 	       "   all pairs %.1f MiB (%s)\n",
-	       (double)big / 1024, (double)(big * pairs) / mib,
+	       (double)big / 1024,
+	       (double)(big * (capped ? warm * (uint64_t)n : pairs)) / mib,
+	       capped ? "at most RDMACH_SHM_WARM_MAX writers per process" :
 	       idle ? "given back after RDMACH_SHM_IDLE_RELEASE_MS idle" :
 	       "kept until finalize");
 	return 0;

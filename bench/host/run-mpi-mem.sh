@@ -20,7 +20,9 @@
 # PREFIX_UCX, default /usr, Debian's); those missing are left out, and
 # said so.
 # Environment: BENCH_RANKS ("16 64"), BENCH_REPS (3), BENCH_HOLD_MS (2000),
-#   BENCH_RESULTS (results/mpi-mem-DATE).
+#   BENCH_RESULTS (results/mpi-mem-DATE); PRELOAD_RDMA: a librdmach.so
+#   the ch3:rdma MPICH runs with (LD_PRELOAD: this tree's library in an
+#   MPICH built from an older one; its rdmach_* calls go to the preload).
 # Prints the table (MiB, PSS summed over the ranks; ratio: ch3:rdma / the
 # smallest peer) and writes it to $out/summary.txt.
 set -uo pipefail
@@ -41,7 +43,10 @@ for r in $(seq 1 "$reps"); do
 	for np in "${ranks[@]}"; do
 		for n in "${names[@]}"; do
 			log=$out/$n/np$np-$r.log
-			MPI_NEIGHBORS_HOLD_MS=${BENCH_HOLD_MS:-2000} timeout 900 \
+			pre=()
+			[ "$n" != rdma ] || [ -z "${PRELOAD_RDMA:-}" ] ||
+				pre=(env "LD_PRELOAD=$PRELOAD_RDMA")
+			MPI_NEIGHBORS_HOLD_MS=${BENCH_HOLD_MS:-2000} timeout 900 "${pre[@]}" \
 				"$(mpi_cmd "${prefix[$n]}" mpiexec)" -n "$np" \
 				"$out/$n/mpi_neighbors" pairs256k >"$log" 2>&1
 			st=$?

@@ -835,7 +835,7 @@ static int tst_selected(const struct tst_case *c, const struct tst_opts *o)
 	int i;
 
 	if (!o->nfilters)
-		return 1;
+		return !(c->flags & TST_NAMED);
 	for (i = 0; i < o->nfilters; i++)
 		if (!fnmatch(o->filters[i], c->name, 0) ||
 		    strstr(c->name, o->filters[i]))

@@ -95,6 +95,8 @@ enum {
 	TST_ALL_RANKS = 1 << 3,	/* fn runs on ranks >= np too (barriers) */
 	TST_UNIT = 1 << 4,	/* no group: one forked process (see above) */
 	TST_RAW_OOB = 1 << 5,	/* t->oob is PMI's own, keys not namespaced */
+	TST_NAMED = 1 << 6,	/* runs only when a filter names it (many
+				 * processes: a step of run-tests.sh) */
 };
 
 struct tst;
