@@ -10,10 +10,12 @@
  *  - the main ring (RDMACH_SHM_RING_SIZE): every packet the other two do
  *    not take;
  *  - the line ring (RDMACH_SHM_LINE_RING, a few lines): packets of one
- *    line only (payload <= 56 bytes: an 8-byte MPI message with its CH3
- *    header).  A ping-pong then keeps reusing the same few lines, which
- *    stay in both caches; walking a 1024-line ring costs every message a
- *    line neither cache holds (3-11% of a one-way trip, rdma_shm/README.md);
+ *    line (payload <= 56 bytes: an 8-byte MPI message with its CH3
+ *    header), and from a writer kept out of its bulk ring and copy area
+ *    (shm_mem.h) packets of up to a quarter of it.  A ping-pong then
+ *    keeps reusing the same few lines, which stay in both caches; walking
+ *    a 1024-line ring costs every message a line neither cache holds
+ *    (3-11% of a one-way trip, rdma_shm/README.md);
  *  - the bulk ring (RDMACH_SHM_BULK_RING, larger): the data packets of
  *    at least RDMACH_SHM_BULK_MIN bytes of deferred puts (MPI send
  *    requests, which come in windows), so that a window of messages of a
@@ -94,6 +96,11 @@
  *    read as zeros again, i.e. no packet, free slots, as at creation)
  *    and says release_done = n (RELEASE); only then does the writer use
  *    them again.  Neither side touches a page between ack and done.
+ *    Under the cap on warm writers the reader may withhold done (the
+ *    pair is cold) and may ask release 1 before the writer connects
+ *    (release_req written before the segment is published, read by the
+ *    writer at its connect); the writer acks it at once (it has written
+ *    nothing).
  *  - The doorbell (struct shm_bell) has its contract in shm_live.h.
  *  - What the other side writes is input (shm_peer.h): the reader loads a
  *    header it found, a rendezvous or copy-area payload and a full slot's
