@@ -262,11 +262,14 @@ static int expect_eproto(struct tst *t, rdmach_conn_t *c, unsigned ms)
 }
 
 /* Rank 1 does harm (in env, with a copy area if need_pipe), then rank 0
- * must see -EPROTO within 3 s and nothing delivered before. */
-static int eproto_case(struct tst *t, const char *const *env, int need_pipe,
-		       void (*harm)(rdmach_conn_t *c))
+ * must get the `before` bytes posted ahead of it, then see -EPROTO within
+ * 3 s. */
+static int eproto_after(struct tst *t, const char *const *env, int need_pipe,
+			void (*harm)(rdmach_conn_t *c), ssize_t before)
 {
+	uint8_t buf[64];
 	rdmach_conn_t *c;
+	ssize_t n;
 	int ret;
 
 	c = connect_env(t, env, &ret);
@@ -278,9 +281,21 @@ static int eproto_case(struct tst *t, const char *const *env, int need_pipe,
 		harm(c);
 	if (tst_barrier(t))
 		return -1;
+	if (t->rank == 0 && before) {
+		n = get_wait(c, buf, sizeof(buf), 3000);
+		TST_CHECK(t, n == before, "first get: %zd, want the %zd bytes "
+			  "before the harm", n, before);
+	}
 	if (t->rank == 0)
 		ret = expect_eproto(t, c, 3000);
 	return ret ? ret : tst_barrier(t);
+}
+
+/* ... and nothing delivered before. */
+static int eproto_case(struct tst *t, const char *const *env, int need_pipe,
+		       void (*harm)(rdmach_conn_t *c))
+{
+	return eproto_after(t, env, need_pipe, harm, 0);
 }
 
 /* A rendezvous whose total exceeds its one segment's 1000 bytes: the
@@ -340,24 +355,7 @@ static void harm_hello_in_ring(rdmach_conn_t *c)
 
 static int peer_hello_in_ring(struct tst *t)
 {
-	uint8_t buf[64];
-	rdmach_conn_t *c;
-	ssize_t n;
-	int ret;
-
-	c = connect_env(t, plain_env, &ret);
-	if (!c)
-		return ret;
-	if (t->rank == 1)
-		harm_hello_in_ring(c);
-	if (tst_barrier(t))
-		return -1;
-	if (t->rank == 0) {	/* the packet before it, then the error */
-		n = get_wait(c, buf, sizeof(buf), 3000);
-		TST_CHECK(t, n == 16, "first get: %zd, want the 16 bytes", n);
-		ret = expect_eproto(t, c, 3000);
-	}
-	return ret ? ret : tst_barrier(t);
+	return eproto_after(t, plain_env, 0, harm_hello_in_ring, 16);
 }
 
 /* The bulk ring's hello word numbered 5 ahead, no packet anywhere else:
