@@ -104,6 +104,13 @@ static int read_hosts(int size, int *host, int *nhosts)
 	return MPI_SUCCESS;
 }
 
+/* Out of memory while setting up the node ids (fatal: MPI_Init fails). */
+static int node_nomem(const char *fn, int line)
+{
+	return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, fn, line,
+				    MPI_ERR_OTHER, "**nomem", 0);
+}
+
 /* Do MPICH's node ids group the ranks as the host numbers do: one node id
  * per host and one host per node id? */
 static int same_grouping(MPIDI_PG_t *pg, const int *host, int nhosts)
@@ -142,8 +149,7 @@ static int set_node_ids(MPIDI_PG_t *pg, int pg_rank, const int *host, int nhosts
 	int nlocal = 0, lrank = 0;
 
 	if (!root)
-		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__,
-					    MPI_ERR_OTHER, "**nomem", 0);
+		return node_nomem(__func__, __LINE__);
 	for (int h = 0; h < nhosts; h++)
 		root[h] = -1;
 	for (int i = 0; i < pg->size; i++) {
@@ -158,8 +164,7 @@ static int set_node_ids(MPIDI_PG_t *pg, int pg_rank, const int *host, int nhosts
 	local = MPL_malloc(nlocal * sizeof(int), MPL_MEM_ADDRESS);
 	if (!local) {
 		MPL_free(root);
-		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__,
-					    MPI_ERR_OTHER, "**nomem", 0);
+		return node_nomem(__func__, __LINE__);
 	}
 	nlocal = 0;
 	for (int i = 0; i < pg->size; i++) {
@@ -184,8 +189,7 @@ int MPIDI_CH3I_Node_init(MPIDI_PG_t *pg, int pg_rank)
 	int nhosts, mpi_errno;
 
 	if (!host)
-		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__,
-					    MPI_ERR_OTHER, "**nomem", 0);
+		return node_nomem(__func__, __LINE__);
 	mpi_errno = read_hosts(pg->size, host, &nhosts);
 	if (!mpi_errno && !nhosts)
 		mpi_errno = check_node_ids(pg, pg_rank);
