@@ -71,9 +71,6 @@ static int shm_mem_rx_moved(struct shm_conn *sc, uint64_t now)
 	return 1;
 }
 
-/* Over the cap on warm writers, a pair given back goes cold: the writer
- * stays out (release_done withheld) until it earns its way back
- * (shm_mem_rx_promote).  Its warm place is free at once. */
 /* Bytes read from the writer's main and line rings, which a cold writer
  * uses. */
 static uint64_t shm_mem_rx_ring_bytes(const struct shm_conn *sc)
@@ -81,6 +78,9 @@ static uint64_t shm_mem_rx_ring_bytes(const struct shm_conn *sc)
 	return sc->rx[SHM_MAIN].head + sc->rx[SHM_LINES].head;
 }
 
+/* Over the cap on warm writers, a pair given back goes cold: the writer
+ * stays out (release_done withheld) until it earns its way back
+ * (shm_mem_rx_promote).  Its warm place is free at once. */
 static void shm_mem_rx_demote(struct shm_conn *sc)
 {
 	struct shm_mem_rx *m = &sc->mem_rx;
@@ -92,9 +92,9 @@ static void shm_mem_rx_demote(struct shm_conn *sc)
 }
 
 /* A cold writer that sent RDMACH_SHM_WARM_AFTER bytes through its main
- * and line rings since it went cold gets its bulk ring and copy area back if a warm
- * place is free: release_done = n, the release it acked (or the one
- * asked before it connected: shm_mem_cold_start).  They count as used
+ * and line rings since it went cold gets its bulk ring and copy area
+ * back if a warm place is free: release_done = n, the release it acked
+ * (or the one asked before it connected: shm_mem_cold_start).  They count as used
  * from now, so that a writer that does not use them gives its place
  * back after RDMACH_SHM_IDLE_RELEASE_MS too. */
 static void shm_mem_rx_promote(struct shm_conn *sc, uint64_t now)
