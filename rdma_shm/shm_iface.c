@@ -166,15 +166,15 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		0, 1u << 20,
 		"local writers whose bulk ring and copy area in this process "
 		"may hold pages at once; with more local processes than this, "
-		"a writer starts without them (its deferred puts take the main "
-		"ring, its large puts CMA or the main ring) and earns them by "
-		"RDMACH_SHM_WARM_AFTER, a pair idle for "
-		"RDMACH_SHM_IDLE_RELEASE_MS gives them back" },
+		"a writer starts without them (small packets take the line "
+		"ring, deferred puts from RDMACH_SHM_COLD_CMA CMA, the rest the "
+		"main ring) and earns them by RDMACH_SHM_WARM_AFTER, a pair "
+		"idle for RDMACH_SHM_IDLE_RELEASE_MS gives them back" },
 	[SHM_K_WARM_AFTER] = { "RDMACH_SHM_WARM_AFTER", RDMACH_KNOB_SIZE,
 		"256K", 0, UINT64_MAX,
 		"bytes a writer without bulk ring and copy area "
-		"(RDMACH_SHM_WARM_MAX) sends through the main ring before it "
-		"gets them, if fewer than the cap have them" },
+		"(RDMACH_SHM_WARM_MAX) sends through its main and line rings "
+		"before it gets them, if fewer than the cap have them" },
 	[SHM_K_COLD_CMA] = { "RDMACH_SHM_COLD_CMA", RDMACH_KNOB_SIZE, "4K",
 		0, UINT64_MAX,
 		"a writer without bulk ring and copy area (RDMACH_SHM_WARM_MAX, "
@@ -424,10 +424,10 @@ static void shm_pipe_size_setup(struct shm_tl *tl, int npeers)
 
 /* The main ring, now that the local processes (npeers, myself included)
  * are known: with more writers than get a bulk ring and copy area
- * (RDMACH_SHM_WARM_MAX), every pair that talks cycles through its main
- * ring, so a smaller one bounds what the pairs take (64 processes, every
- * pair 256 KiB both ways, rdmach_shm_mem: 346 MiB per node with 64 KiB
- * rings, 154 with 16 KiB, rdma_shm/README.md). */
+ * (RDMACH_SHM_WARM_MAX), a cold pair's waiting puts of a few KiB cycle
+ * through its main ring, so a smaller one bounds what the pairs take
+ * (rdma_shm/README.md: 64 processes, every pair 256 KiB both ways in
+ * waiting puts, 346 MiB per node with 64 KiB rings, 154 with 16 KiB). */
 static void shm_ring_size_setup(struct shm_tl *tl, int npeers)
 {
 	tl->warm_cap = (uint64_t)npeers - 1 > tl->warm_max;
