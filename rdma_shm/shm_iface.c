@@ -426,8 +426,8 @@ static void shm_pipe_size_setup(struct shm_tl *tl, int npeers)
  * are known: with more writers than get a bulk ring and copy area
  * (RDMACH_SHM_WARM_MAX), a cold pair's waiting puts of a few KiB cycle
  * through its main ring, so a smaller one bounds what the pairs take
- * (rdma_shm/README.md: 64 processes, every pair 256 KiB both ways in
- * waiting puts, 346 MiB per node with 64 KiB rings, 154 with 16 KiB). */
+ * (64 processes, every pair 256 KiB both ways through its main ring:
+ * 346 MiB per node with 64 KiB rings, 154 with 16 KiB). */
 static void shm_ring_size_setup(struct shm_tl *tl, int npeers)
 {
 	tl->warm_cap = (uint64_t)npeers - 1 > tl->warm_max;
