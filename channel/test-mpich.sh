@@ -209,6 +209,20 @@ progs() {
 			RDMACH_SHM_BULK_RING=8192 RDMACH_SHM_BULK_MIN=512 \
 			"$mpiexec" -n 2 "$bin/mpi_bw" -m 1:8K -w 64 -v -I 3 -X 1 $dir
 	done
+	# every writer cold (rdma_shm/README.md, warm writers): small packets
+	# through the line ring, sends from 4 KiB by CMA, the rest through a
+	# 16 KiB main ring; then one warm writer earned after 16 KiB and given
+	# back after 1 ms idle, over and over
+	run mpi_exchange-np4-cold 300 env RDMACH_SHM_WARM_MAX=0 \
+		"$mpiexec" -n 4 "$bin/mpi_exchange" 1048576
+	run mpi_exchange-np4-warm-churn 300 env RDMACH_SHM_WARM_MAX=1 \
+		RDMACH_SHM_WARM_AFTER=16K RDMACH_SHM_IDLE_RELEASE_MS=1 \
+		RDMACH_SHM_LIVENESS_MS=1 "$mpiexec" -n 4 "$bin/mpi_exchange" 1048576
+	for dir in "" -B; do
+		[ -x "$bin/mpi_bw" ] && run "mpi_bw-np2-verify-cold$dir" 300 \
+			env RDMACH_SHM_WARM_MAX=0 \
+			"$mpiexec" -n 2 "$bin/mpi_bw" -m 1:64K -w 64 -v -I 3 -X 1 $dir
+	done
 	drop_in
 	[ -x "$bin/mpi_latency" ] && run mpi_latency-np2 300 "$mpiexec" -n 2 "$bin/mpi_latency"
 	[ -x "$bin/mpi_bw" ] && run mpi_bw-np2 300 "$mpiexec" -n 2 "$bin/mpi_bw"
