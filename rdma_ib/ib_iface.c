@@ -82,8 +82,9 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 		"makes up for them)" },
 	[IB_K_SRQ_BUFS] = { "RDMACH_IB_SRQ_BUFS", RDMACH_KNOB_UINT, "256", 0,
 		65536, "RDMACH_CONNECT=demand: receive buffers of the shared "
-		"receive queue that cold peers send into (0: no shared path, "
-		"every connection gets its ring at once)" },
+		"receive queue that cold peers send into, at most (registered "
+		"a peer's credits at a time as cold peers connect; 0: no "
+		"shared path, every connection gets its ring at once)" },
 	[IB_K_SRQ_BUF_SIZE] = { "RDMACH_IB_SRQ_BUF_SIZE", RDMACH_KNOB_SIZE,
 		"8K", 256, 1u << 20, "bytes of each shared receive buffer "
 		"(one message of a cold peer, 16 of them its header)" },

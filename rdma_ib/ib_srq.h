@@ -154,7 +154,9 @@ static inline uint8_t *ib_srq_buf(const struct ib_srq *s, uint32_t i)
 	return s->buf + (size_t)i * s->cfg.buf_size;
 }
 
-/* Buffers registered and posted, pieces, send buffers: the stats line. */
+/* The pool's part of the stats line: receive buffers registered (each
+ * posted unless it holds a message not read) of the most, pieces, send
+ * buffers. */
 void ib_srq_print(const struct ib_srq *s, FILE *out);
 
 /* Payload bytes one message carries. */
@@ -189,6 +191,8 @@ static inline uint64_t ib_srq_free(const struct ib_srq *s)
  *   onto a ring): its unused credits and unread buffers return, and its
  *   share stays in the pool for the next peer.
  */
+/* rx set up for a peer joining, its first grant in rx->grant0 (and
+ * told: it travels in our address).  0 or a negative errno. */
 int ib_srq_rx_join(struct ib_srq *s, struct ib_srq_rx *rx);
 /* Up to cfg.credits more credits for rx (fewer if the pool is short):
  * the number granted. */
