@@ -471,7 +471,7 @@ static int ib_cold_room(const struct ib_conn *ic, unsigned int n)
 {
 	return ic->stx.grant - ic->stx.sent >= n &&
 	       ic->sq_free >= n + IB_SQ_RESERVE &&
-	       ic->tl->srq->tx_nfree >= n;
+	       ib_srq_tx_room(ic->tl->srq, n);
 }
 
 /* The peer's latest grant (its ctrl word); a grant beyond any pool is a
@@ -549,7 +549,7 @@ static int ib_cold_send(struct ib_conn *ic, unsigned int type, const void *a,
 	}
 	sge.addr = (uintptr_t)p;
 	sge.length = len;
-	sge.lkey = s->mr->lkey;
+	sge.lkey = txb >= 0 ? ib_srq_tx_lkey(s, txb) : 0;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)ic->conn->peer;
 	wr.sg_list = &sge;
@@ -1217,7 +1217,7 @@ static void ib_cold_recv(struct ib_tl *tl, const struct ibv_wc *wc)
 	struct ib_srq_hdr h;
 	struct ib_conn *ic;
 
-	if (!s || i >= s->cfg.bufs)
+	if (!s || i >= s->nbufs)
 		return;
 	s->posted--;
 	if (wc->status != IBV_WC_SUCCESS) {
@@ -1416,8 +1416,7 @@ static int ib_cold_switch_in(struct ib_conn *ic, const uint8_t *p)
 	}
 	ib_cold_done(ic);
 	/* what it was granted and will not use goes back to the pool */
-	s->outstanding -= ic->srx.granted - ic->srx.rcvd;
-	ic->srx.granted = ic->srx.rcvd;
+	ib_srq_rx_release(s, &ic->srx);
 	ring_rx_init(&ic->rx, ic->ring_buf, ic->tl->ring_size);
 	ic->rx_cold = 0;
 	ic->tl->srq_st.switches++;
@@ -1869,7 +1868,13 @@ _Static_assert(sizeof(struct ib_ctrl) <= IB_SRQ_CTRL_SLOT,
 static int ib_ep_alloc_cold(struct ib_conn *ic)
 {
 	struct ib_tl *tl = ic->tl;
+	/* the pool grows by the peer's share before it grants it (ib_srq.h),
+	 * or says why it could not; the share returns at ib_ep_destroy */
+	int ret = ib_srq_rx_join(tl->srq, &ic->srx);
 
+	if (ret)
+		return ret;
+	ic->rx_cold = 1;
 	ic->buf_len = IB_SRQ_CTRL_SLOT;
 	ic->buf = ib_srq_ctrl_get(tl->srq);
 	if (!ic->buf)
@@ -1880,10 +1885,6 @@ static int ib_ep_alloc_cold(struct ib_conn *ic)
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!ic->mr)
 		return -errno;
-	ic->rx_cold = 1;
-	ib_srq_rx_init(&ic->srx);
-	ic->srx.grant0 = ib_srq_grant(tl->srq, &ic->srx);
-	ic->srx.told = ic->srx.grant0;
 	/* reads as an arrival for ever: the get goes to ib_get_cold */
 	ib_cold_ring[0] = ring_flag(1, RDMACH_PKT_PAD, 0);
 	ring_rx_init(&ic->rx, (uint8_t *)ib_cold_ring, sizeof(ib_cold_ring));
@@ -1939,9 +1940,10 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 	 * cold */
 	ret = srq ? ib_ep_alloc_cold(ic) : ib_ep_alloc_ring(ic);
 	if (ret) {
-		rdmach_err("ib: registering %zu bytes for rank %d on %s "
-			   "failed: %s (ulimit -l?)", ic->buf_len, peer,
-			   tl->dev.name, strerror(-ret));
+		if (ic->buf_len)	/* else the pool said why */
+			rdmach_err("ib: registering %zu bytes for rank %d on "
+				   "%s failed: %s (ulimit -l?)", ic->buf_len,
+				   peer, tl->dev.name, strerror(-ret));
 		goto err;
 	}
 	ic->qp = ib_qp_create(&tl->dev, tl->cq, srq, tl->sq_depth,

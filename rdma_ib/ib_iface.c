@@ -82,8 +82,9 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 		"makes up for them)" },
 	[IB_K_SRQ_BUFS] = { "RDMACH_IB_SRQ_BUFS", RDMACH_KNOB_UINT, "256", 0,
 		65536, "RDMACH_CONNECT=demand: receive buffers of the shared "
-		"receive queue that cold peers send into (0: no shared path, "
-		"every connection gets its ring at once)" },
+		"receive queue that cold peers send into, at most (registered "
+		"a peer's credits at a time as cold peers connect; 0: no "
+		"shared path, every connection gets its ring at once)" },
 	[IB_K_SRQ_BUF_SIZE] = { "RDMACH_IB_SRQ_BUF_SIZE", RDMACH_KNOB_SIZE,
 		"8K", 256, 1u << 20, "bytes of each shared receive buffer "
 		"(one message of a cold peer, 16 of them its header)" },
@@ -282,20 +283,14 @@ static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 		return -ENOMEM;
 	}
 	if (tl->srq_cfg.bufs) {
-		/* every peer's full grant fits the pool (no peer can starve
-		 * another), else credits go one at a time to those asking */
-		uint64_t share = tl->srq_cfg.bufs / ((uint64_t)npeers + 1);
-
-		tl->srq_cfg.ask = !share;
-		if (share && share < tl->srq_cfg.credits)
-			tl->srq_cfg.credits = (unsigned int)share;
-		ret = ib_srq_open(&tl->srq, &tl->dev, tl->cq, &tl->srq_cfg);
+		ib_srq_cfg_peers(&tl->srq_cfg, (uint64_t)npeers);
+		ret = ib_srq_open(&tl->srq, &tl->dev, &tl->srq_cfg);
 		if (ret)
 			return ret;
 	}
 	rdmach_debug("ib: CQ of %" PRIu64 " entries, %u signalled WRs in "
-		     "flight at most, shared receive pool %u x %u, %u credits "
-		     "a peer%s", cqe, tl->sig_max, tl->srq_cfg.bufs,
+		     "flight at most, shared receive pool of up to %u x %u, "
+		     "%u credits a peer%s", cqe, tl->sig_max, tl->srq_cfg.bufs,
 		     tl->srq_cfg.buf_size, tl->srq_cfg.credits,
 		     tl->srq_cfg.ask ? " (asked for)" : "");
 	return ib_cm_open(tl);
@@ -377,11 +372,15 @@ static void ib_print_stats(struct rdmach_tl *base, FILE *out)
 		" credits exhausted, %" PRIu64 " credit writes; rings: %"
 		PRIu64 " held (%" PRIu64 " at most), %" PRIu64
 		" promotions, %" PRIu64 " switched, %" PRIu64 " refused at "
-		"RDMACH_IB_RINGS_MAX=%u; pool %u x %u\n", st->msgs_out,
+		"RDMACH_IB_RINGS_MAX=%u; ", st->msgs_out,
 		st->bytes_out, st->msgs_in, st->bytes_in, st->no_credit,
 		st->grants_sent, st->rings, st->rings_max, st->promotions,
-		st->switches, st->at_cap, tl->rings_max,
-		tl->srq ? tl->srq_cfg.bufs : 0, tl->srq_cfg.buf_size);
+		st->switches, st->at_cap, tl->rings_max);
+	if (tl->srq)
+		ib_srq_print(tl->srq, out);
+	else
+		fprintf(out, "no pool");
+	fprintf(out, "\n");
 	fprintf(out, "# ib progress: %u connections up and polled, %u being "
 		"made\n", tl->nlive, ib_cm_pending(tl));
 }

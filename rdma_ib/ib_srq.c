@@ -7,17 +7,16 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/log.h"
 #include "ib_srq.h"
-
-#define IB_SRQ_TXBUFS 64	/* send buffers: SENDs too long for inline */
 
 int ib_srq_repost(struct ib_srq *s, uint32_t i)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)ib_srq_buf(s, i),
-		.length = s->cfg.buf_size, .lkey = s->mr->lkey,
+		.length = s->cfg.buf_size, .lkey = s->lkey[i],
 	};
 	struct ibv_recv_wr wr = { .wr_id = IB_SRQ_WRID | i, .sg_list = &sge,
 				  .num_sge = 1 }, *bad;
@@ -28,46 +27,126 @@ int ib_srq_repost(struct ib_srq *s, uint32_t i)
 	return 0;
 }
 
-static int ib_srq_alloc(struct ib_srq *s)
+void ib_srq_cfg_peers(struct ib_srq_cfg *cfg, uint64_t npeers)
 {
-	unsigned int n = s->cfg.bufs;
+	uint64_t share = cfg->bufs / (npeers + 1);
 
-	s->txbufs = IB_SRQ_TXBUFS;
-	s->buf_len = (size_t)(n + s->txbufs) * s->cfg.buf_size;
-	if (posix_memalign((void **)&s->buf, 4096, s->buf_len))
-		return -ENOMEM;
-	s->len = calloc(n, sizeof(*s->len));
-	s->next = calloc(n, sizeof(*s->next));
-	s->tx_free = calloc(s->txbufs, sizeof(*s->tx_free));
-	if (!s->len || !s->next || !s->tx_free)
-		return -ENOMEM;
-	for (s->tx_nfree = 0; s->tx_nfree < s->txbufs; s->tx_nfree++)
-		s->tx_free[s->tx_nfree] = (int32_t)(s->txbufs - 1 - s->tx_nfree);
+	cfg->ask = !share;
+	if (share && share < cfg->credits)
+		cfg->credits = (unsigned int)share;
+}
+
+/* Buffers a cold peer brings: its grant, or what an asker may hold. */
+static unsigned int ib_srq_share(const struct ib_srq_cfg *cfg)
+{
+	unsigned int n = cfg->ask ? IB_SRQ_ASK_HOLD : cfg->credits;
+
+	return n < cfg->bufs ? n : cfg->bufs;
+}
+
+/* Buffers [first, first + n) of the reservation as one more piece. */
+static int ib_srq_reg(struct ib_srq *s, uint32_t first, uint32_t n)
+{
+	struct ibv_mr *mr;
+	uint32_t i;
+
+	mr = ibv_reg_mr(s->dev->pd, ib_srq_buf(s, first),
+			(size_t)n * s->cfg.buf_size, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		return errno ? -errno : -ENOMEM;
+	s->mrs[s->npieces++] = mr;
+	for (i = first; i < first + n; i++)
+		s->lkey[i] = mr->lkey;
 	return 0;
 }
 
-int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev, struct ibv_cq *cq,
+/* Receive buffers registered and posted up to want (at most cfg.bufs).
+ * 0 or a negative errno (logged). */
+static int ib_srq_rx_grow(struct ib_srq *s, uint64_t want)
+{
+	unsigned int n, i;
+	int ret;
+
+	if (want > s->cfg.bufs)
+		want = s->cfg.bufs;
+	if (want <= s->nbufs)
+		return 0;
+	n = (unsigned int)want - s->nbufs;
+	ret = ib_srq_reg(s, s->nbufs, n);
+	if (ret) {
+		rdmach_err("ib: registering %u more shared receive buffers "
+			   "(%zu bytes, the pool at %u of %u) on %s failed: "
+			   "%s (ulimit -l?)", n, (size_t)n * s->cfg.buf_size,
+			   s->nbufs, s->cfg.bufs, s->dev->name,
+			   strerror(-ret));
+		return ret;
+	}
+	/* registered; credits come only from what gets posted */
+	for (i = s->nbufs, s->nbufs = (unsigned int)want; i < want; i++)
+		if (ib_srq_repost(s, i)) {
+			rdmach_err("ib: posting shared receive %u failed", i);
+			return -EIO;
+		}
+	return 0;
+}
+
+/* IB_SRQ_TX_PIECE send buffers more.  0 or a negative errno. */
+static int ib_srq_tx_grow(struct ib_srq *s)
+{
+	unsigned int n = IB_SRQ_TXBUFS - s->txbufs;
+	int ret;
+
+	if (n > IB_SRQ_TX_PIECE)
+		n = IB_SRQ_TX_PIECE;
+	if (!n)
+		return -ENOSPC;
+	ret = ib_srq_reg(s, s->cfg.bufs + s->txbufs, n);
+	if (ret)
+		return ret;
+	s->tx_pieces++;
+	while (n--)
+		s->tx_free[s->tx_nfree++] = (int32_t)s->txbufs++;
+	return 0;
+}
+
+/* The reservation (pages untouched until a piece is registered) and the
+ * tables, sized for the largest pool. */
+static int ib_srq_alloc(struct ib_srq *s)
+{
+	unsigned int n = s->cfg.bufs, all = n + IB_SRQ_TXBUFS;
+	void *p;
+
+	s->buf_len = (size_t)all * s->cfg.buf_size;
+	p = mmap(NULL, s->buf_len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	s->buf = p;
+	/* a piece per share of cfg.bufs at most, and per send piece */
+	s->mrs = calloc(all, sizeof(*s->mrs));
+	s->lkey = calloc(all, sizeof(*s->lkey));
+	s->len = calloc(n, sizeof(*s->len));
+	s->next = calloc(n, sizeof(*s->next));
+	s->tx_free = calloc(IB_SRQ_TXBUFS, sizeof(*s->tx_free));
+	if (!s->mrs || !s->lkey || !s->len || !s->next || !s->tx_free)
+		return -ENOMEM;
+	return 0;
+}
+
+int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev,
 		const struct ib_srq_cfg *cfg)
 {
 	struct ib_srq *s = calloc(1, sizeof(*s));
 	struct ibv_srq_init_attr ia;
-	unsigned int i;
 	int ret = -ENOMEM;
 
-	(void)cq;	/* receives complete on the CQ of the QPs */
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	s->dev = dev;
+	s->share = ib_srq_share(cfg);
 	if (ib_srq_alloc(s))
 		goto err;
-	s->mr = ibv_reg_mr(dev->pd, s->buf, s->buf_len,
-			   IBV_ACCESS_LOCAL_WRITE);
-	if (!s->mr) {
-		rdmach_err("ib: registering the shared receive pool (%zu "
-			   "bytes) on %s failed: %s (ulimit -l?)", s->buf_len,
-			   dev->name, strerror(errno));
-		goto err;
-	}
 	memset(&ia, 0, sizeof(ia));
 	ia.attr.max_wr = cfg->bufs;
 	ia.attr.max_sge = 1;
@@ -79,12 +158,17 @@ int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev, struct ibv_cq *cq,
 		ret = -EIO;
 		goto err;
 	}
-	for (i = 0; i < cfg->bufs; i++)
-		if (ib_srq_repost(s, i)) {
-			rdmach_err("ib: posting shared receive %u failed", i);
-			ret = -EIO;
-			goto err;
-		}
+	/* the first piece: a bad memlock limit shows at start-up */
+	ret = ib_srq_rx_grow(s, s->share);
+	if (ret)
+		goto err;
+	ret = ib_srq_tx_grow(s);
+	if (ret) {
+		rdmach_err("ib: registering the shared path's send buffers "
+			   "on %s failed: %s (ulimit -l?)", dev->name,
+			   strerror(-ret));
+		goto err;
+	}
 	*srqp = s;
 	return 0;
 err:
@@ -98,9 +182,12 @@ void ib_srq_close(struct ib_srq *s)
 		return;
 	if (s->srq)
 		ibv_destroy_srq(s->srq);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	free(s->buf);
+	while (s->npieces)
+		ibv_dereg_mr(s->mrs[--s->npieces]);
+	if (s->buf)
+		munmap(s->buf, s->buf_len);
+	free(s->mrs);
+	free(s->lkey);
 	free(s->len);
 	free(s->next);
 	free(s->tx_free);
@@ -108,6 +195,14 @@ void ib_srq_close(struct ib_srq *s)
 		free(s->ctrl_pages[--s->ctrl_npages]);
 	free(s->ctrl_pages);
 	free(s);
+}
+
+void ib_srq_print(const struct ib_srq *s, FILE *out)
+{
+	fprintf(out, "pool %u of %u x %u in %u pieces, %u of %u send "
+		"buffers in %u", s->nbufs, s->cfg.bufs, s->cfg.buf_size,
+		s->npieces - s->tx_pieces, s->txbufs, IB_SRQ_TXBUFS,
+		s->tx_pieces);
 }
 
 /* ---- ctrl slots of cold connections ------------------------------------ */
@@ -154,10 +249,19 @@ void ib_srq_ctrl_put(struct ib_srq *s, void *slot)
 
 /* ---- credits ---------------------------------------------------------- */
 
-void ib_srq_rx_init(struct ib_srq_rx *rx)
+int ib_srq_rx_join(struct ib_srq *s, struct ib_srq_rx *rx)
 {
+	/* its share posted first: the grant below is of posted buffers */
+	int ret = ib_srq_rx_grow(s, ((uint64_t)s->peers + 2) * s->share);
+
+	if (ret)
+		return ret;
 	memset(rx, 0, sizeof(*rx));
 	rx->head = rx->tail = -1;
+	s->peers++;
+	rx->grant0 = ib_srq_grant(s, rx);
+	rx->told = rx->grant0;
+	return 0;
 }
 
 uint64_t ib_srq_grant(struct ib_srq *s, struct ib_srq_rx *rx)
@@ -178,6 +282,7 @@ uint64_t ib_srq_grant(struct ib_srq *s, struct ib_srq_rx *rx)
 
 void ib_srq_rx_release(struct ib_srq *s, struct ib_srq_rx *rx)
 {
+	s->peers--;
 	s->outstanding -= rx->granted - rx->rcvd;
 	rx->granted = rx->rcvd;
 	while (rx->head >= 0) {
@@ -214,6 +319,26 @@ void ib_srq_pop(struct ib_srq *s, struct ib_srq_rx *rx)
 	rx->popped++;
 }
 
+int ib_srq_tx_room(struct ib_srq *s, unsigned int n)
+{
+	int ret;
+
+	if (s->tx_nfree >= n)
+		return 1;
+	if (s->tx_stuck || s->txbufs >= IB_SRQ_TXBUFS)
+		return 0;
+	ret = ib_srq_tx_grow(s);
+	if (ret) {
+		s->tx_stuck = 1;
+		rdmach_warn("ib: registering %u more shared-path send buffers "
+			    "on %s failed: %s (ulimit -l?); sends wait for the "
+			    "%u there are", IB_SRQ_TX_PIECE, s->dev->name,
+			    strerror(-ret), s->txbufs);
+		return 0;
+	}
+	return s->tx_nfree >= n;
+}
+
 int32_t ib_srq_tx_get(struct ib_srq *s)
 {
 	return s->tx_nfree ? s->tx_free[--s->tx_nfree] : -1;
@@ -230,15 +355,31 @@ void ib_srq_tx_put(struct ib_srq *s, int32_t t)
 #define IB_MODEL_PER_NODE 128u	/* processes per node of the QP column */
 
 static void ib_srq_mem_line(FILE *out, uint64_t n, uint64_t active,
-			    uint64_t rings, uint64_t fixed, uint64_t cold,
+			    uint64_t rings, uint64_t pool, uint64_t cold,
 			    uint64_t warm)
 {
-	double mib = (double)(fixed + (n - rings) * cold + rings * warm) /
+	double mib = (double)(pool + (n - rings) * cold + rings * warm) /
 		     (1024.0 * 1024.0);
 
 	/* a QP per peer connected, IB_MODEL_PER_NODE processes per node */
 	fprintf(out, "#   %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %10.1f %12" PRIu64
 		"\n", n, active, rings, mib, n * IB_MODEL_PER_NODE);
+}
+
+/* The pool of a process of a job of n + 1 ranks, n peers connected of
+ * which rings have left the shared path: the first piece and a share per
+ * cold peer, the first piece of send buffers. */
+static uint64_t ib_srq_pool_bytes(const struct ib_srq_cfg *cfg, uint64_t n,
+				  uint64_t rings)
+{
+	struct ib_srq_cfg c = *cfg;
+	uint64_t bufs;
+
+	ib_srq_cfg_peers(&c, n);
+	bufs = (n - rings + 1) * ib_srq_share(&c);
+	if (bufs > c.bufs)
+		bufs = c.bufs;
+	return (bufs + IB_SRQ_TX_PIECE) * c.buf_size;
 }
 
 /* The max_qp of the devices of this host, or why there is none. */
@@ -272,8 +413,6 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 	 * ring (staging) in the peer; both directions counted, the ring
 	 * pair of README.md */
 	uint64_t warm = 2 * ring_size + 4096, cold = IB_SRQ_CTRL_SLOT;
-	uint64_t fixed = cfg->bufs ? (uint64_t)(cfg->bufs + IB_SRQ_TXBUFS) *
-				     cfg->buf_size : 0;
 	static const uint64_t ns[] = { 64, 1024, 16384, 65536 };
 	static const uint64_t as[] = { 2, 16, 64, UINT64_MAX };
 	unsigned int i, j;
@@ -284,9 +423,11 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 		fprintf(out, "RDMACH_CONNECT=all: every peer has one\n");
 	else
 		fprintf(out, "on demand in jobs of more than %" PRIu64 " ranks: shared pool "
-			"%" PRIu64 " KiB, ctrl words %u B per cold peer, rings "
-			"at most %u\n", demand_above, fixed / 1024,
-			IB_SRQ_CTRL_SLOT, rings_max);
+			"of up to %u x %u B growing by a peer's credits per "
+			"cold peer, %u-%u send buffers, ctrl words %u B per "
+			"cold peer, rings at most %u\n", demand_above,
+			cfg->bufs, cfg->buf_size, IB_SRQ_TX_PIECE,
+			IB_SRQ_TXBUFS, IB_SRQ_CTRL_SLOT, rings_max);
 	fprintf(out, "#   %8s %8s %8s %10s %12s\n", "peers", "active",
 		"rings", "MiB", "QPs/node");
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
@@ -302,7 +443,9 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 						0, warm);
 				break;
 			}
-			ib_srq_mem_line(out, ns[i], a, r, fixed, cold, warm);
+			ib_srq_mem_line(out, ns[i], a, r,
+					ib_srq_pool_bytes(cfg, ns[i], r), cold,
+					warm);
 			if (a == ns[i])
 				break;
 		}

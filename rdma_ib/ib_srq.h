@@ -47,7 +47,8 @@ struct ib_srq_hdr {
 _Static_assert(sizeof(struct ib_srq_hdr) == 16, "ib_srq_hdr is wire format");
 
 struct ib_srq_cfg {
-	unsigned int bufs;	/* receive buffers (0: no shared path) */
+	unsigned int bufs;	/* receive buffers at most (0: no shared
+				 * path) */
 	uint32_t buf_size;	/* bytes each, header included */
 	unsigned int credits;	/* a peer's grant, at most */
 	int ask;		/* the pool is smaller than the peers: credits
@@ -66,17 +67,37 @@ struct ib_srq_stats {
 	uint64_t rings, rings_max;	/* receive rings held, most at once */
 };
 
+/*
+ * The pool grows with the peers: its address space is reserved whole at
+ * open (cfg.bufs receive buffers, then IB_SRQ_TXBUFS send buffers), but
+ * registered and posted in pieces, each its own MR: one peer's share at
+ * open, one more share as each cold peer joins (ib_srq_rx_join), up to
+ * cfg.bufs; the send buffers IB_SRQ_TX_PIECE at a time when none is free,
+ * up to IB_SRQ_TXBUFS.  Nothing shrinks before ib_srq_close: a share a
+ * peer leaves serves the next one.
+ */
+#define IB_SRQ_TXBUFS 64	/* send buffers at most */
+#define IB_SRQ_TX_PIECE 8	/* send buffers a piece */
+
 struct ib_srq {
 	struct ibv_srq *srq;
-	struct ibv_mr *mr;
-	uint8_t *buf;		/* bufs receive buffers, then txbufs */
+	uint8_t *buf;		/* cfg.bufs receive buffers, then the send
+				 * buffers (reserved, registered in pieces) */
 	size_t buf_len;
 	struct ib_srq_cfg cfg;
-	uint32_t *len;		/* [bufs] bytes received */
-	int32_t *next;		/* [bufs] a connection's queue */
-	unsigned int posted;	/* receive buffers in the SRQ */
+	unsigned int share;	/* buffers each cold peer brings */
+	struct ibv_mr **mrs;	/* the pieces */
+	unsigned int npieces, tx_pieces;
+	uint32_t *lkey;		/* [cfg.bufs + IB_SRQ_TXBUFS] its piece's */
+	uint32_t *len;		/* [cfg.bufs] bytes received */
+	int32_t *next;		/* [cfg.bufs] a connection's queue */
+	unsigned int nbufs;	/* receive buffers registered */
+	unsigned int posted;	/* of which in the SRQ */
+	unsigned int peers;	/* cold peers holding a share */
 	uint64_t outstanding;	/* credits granted and not used, all peers */
-	unsigned int txbufs;
+	unsigned int txbufs;	/* send buffers registered */
+	int tx_stuck;		/* registering more failed: no more tries */
+	struct ib_dev *dev;
 	int32_t *tx_free;	/* stack of free send buffers */
 	unsigned int tx_nfree;
 	void *ctrl_free;	/* free ctrl slots, linked through their
@@ -106,9 +127,16 @@ struct ib_srq_tx {
 	uint64_t asked;		/* the grant we asked beyond, + 1 */
 };
 
-/* Create the pool (cfg->bufs > 0) on dev with receives completing on cq:
- * registered, every buffer posted.  0 or a negative errno (logged). */
-int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev, struct ibv_cq *cq,
+/* A peer's grant and the pool's mode for a job of npeers peers besides
+ * this rank (cfg->bufs and cfg->credits as set): every peer's full grant
+ * fits the largest pool (none can starve another), else credits go one
+ * at a time to those asking (cfg->ask). */
+void ib_srq_cfg_peers(struct ib_srq_cfg *cfg, uint64_t npeers);
+
+/* Create the pool (cfg->bufs > 0, cfg as ib_srq_cfg_peers left it) on
+ * dev, its first piece registered and posted.  0 or a negative errno
+ * (logged). */
+int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev,
 		const struct ib_srq_cfg *cfg);
 void ib_srq_close(struct ib_srq *s);
 
@@ -126,6 +154,11 @@ static inline uint8_t *ib_srq_buf(const struct ib_srq *s, uint32_t i)
 	return s->buf + (size_t)i * s->cfg.buf_size;
 }
 
+/* The pool's part of the stats line: receive buffers registered (each
+ * posted unless it holds a message not read) of the most, pieces, send
+ * buffers. */
+void ib_srq_print(const struct ib_srq *s, FILE *out);
+
 /* Payload bytes one message carries. */
 static inline uint32_t ib_srq_payload_max(const struct ib_srq *s)
 {
@@ -141,18 +174,42 @@ static inline uint64_t ib_srq_free(const struct ib_srq *s)
 	return s->posted > s->outstanding ? s->posted - s->outstanding : 0;
 }
 
+/*
+ * Credits and the pool's growth, in this order:
+ * - a cold peer joins (ib_srq_rx_join, as its endpoint is made): the pool
+ *   first grows by the peer's share (registered, every buffer posted),
+ *   then the peer is granted up to cfg.credits, never more than
+ *   ib_srq_free: a grant is only ever made of buffers already posted, so
+ *   the credits granted and not used never exceed the buffers posted.
+ *   Growing failed: the join fails (-errno, logged) and so does the
+ *   endpoint; no credits are granted on a pool that could not grow.
+ * - later grants (ib_srq_grant) top a peer up to cfg.credits from what
+ *   is free; the pool holds a share for every peer joined, so each
+ *   peer's full grant fits at once.  In asking mode (cfg.ask) grants go
+ *   one credit at a time from ib_ep.c, from what is free.
+ * - a peer leaves (ib_srq_rx_release: the connection goes, or it moved
+ *   onto a ring): its unused credits and unread buffers return, and its
+ *   share stays in the pool for the next peer.
+ */
+/* rx set up for a peer joining, its first grant in rx->grant0 (and
+ * told: it travels in our address).  0 or a negative errno. */
+int ib_srq_rx_join(struct ib_srq *s, struct ib_srq_rx *rx);
 /* Up to cfg.credits more credits for rx (fewer if the pool is short):
  * the number granted. */
 uint64_t ib_srq_grant(struct ib_srq *s, struct ib_srq_rx *rx);
-/* The connection goes away: its credits and queued buffers return. */
+/* The connection goes away or leaves the shared path: its credits and
+ * queued buffers return. */
 void ib_srq_rx_release(struct ib_srq *s, struct ib_srq_rx *rx);
-void ib_srq_rx_init(struct ib_srq_rx *rx);
 
 /* A received buffer into rx's queue; the next one out of it. */
 void ib_srq_push(struct ib_srq *s, struct ib_srq_rx *rx, uint32_t i,
 		 uint32_t len);
 void ib_srq_pop(struct ib_srq *s, struct ib_srq_rx *rx);
 
+/* n send buffers free now, registering a piece more when fewer are (up
+ * to IB_SRQ_TXBUFS; a piece that cannot be registered is warned about
+ * once, and the sends wait for the buffers there are). */
+int ib_srq_tx_room(struct ib_srq *s, unsigned int n);
 /* A send buffer (index into the tx part), or -1 when none is free. */
 int32_t ib_srq_tx_get(struct ib_srq *s);
 void ib_srq_tx_put(struct ib_srq *s, int32_t t);
@@ -160,9 +217,14 @@ static inline uint8_t *ib_srq_tx_buf(const struct ib_srq *s, int32_t t)
 {
 	return ib_srq_buf(s, s->cfg.bufs + (uint32_t)t);
 }
+static inline uint32_t ib_srq_tx_lkey(const struct ib_srq *s, int32_t t)
+{
+	return s->lkey[s->cfg.bufs + (uint32_t)t];
+}
 
 /* Registered bytes per process for npeers connected peers of which
- * nrings hold a ring, with these settings (rdmach_info); jobs of more
+ * nrings hold a ring, with these settings (rdmach_info): the pool as it
+ * grows, a share per cold peer; jobs of more
  * than demand_above ranks connect on demand (RDMACH_CONNECT: all is
  * UINT64_MAX, demand 0, auto RDMACH_CONNECT_ALL_MAX). */
 void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,

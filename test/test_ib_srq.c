@@ -5,7 +5,8 @@
  * return 0 and go on), promotion to a ring in the middle of streams both
  * ways at once, a cap of 2 rings with 8 active peers, large messages
  * (zero-copy, superpipeline) from a cold peer, a read in place whose
- * consume follows a large put back; the counters of
+ * consume follows a large put back, a pool that grows by a share per
+ * cold peer connected (and not before); the counters of
  * rdmach_print_stats say which path carried what, and the adapter's RNR
  * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "lib/tst.h"
@@ -25,6 +27,7 @@
 struct srq_st {
 	uint64_t out, out_b, in, in_b, no_credit, grants;
 	uint64_t rings, rings_max, promotions, switches, at_cap;
+	unsigned int bufs, bufs_max, buf_size, pieces, txbufs, txmax, txp;
 };
 
 static int srq_stats(struct tst *t, struct srq_st *st)
@@ -46,17 +49,23 @@ static int srq_stats(struct tst *t, struct srq_st *st)
 			   " bytes), %" SCNu64 " credits exhausted, %" SCNu64
 			   " credit writes; rings: %" SCNu64 " held (%" SCNu64
 			   " at most), %" SCNu64 " promotions, %" SCNu64
-			   " switched, %" SCNu64, &st->out, &st->out_b,
-			   &st->in, &st->in_b, &st->no_credit, &st->grants,
-			   &st->rings, &st->rings_max, &st->promotions,
-			   &st->switches, &st->at_cap);
+			   " switched, %" SCNu64 " refused at "
+			   "RDMACH_IB_RINGS_MAX=%*u; pool %u of %u x %u in %u "
+			   "pieces, %u of %u send buffers in %u", &st->out,
+			   &st->out_b, &st->in, &st->in_b, &st->no_credit,
+			   &st->grants, &st->rings, &st->rings_max,
+			   &st->promotions, &st->switches, &st->at_cap,
+			   &st->bufs, &st->bufs_max, &st->buf_size,
+			   &st->pieces, &st->txbufs, &st->txmax, &st->txp);
 	free(buf);
-	if (n != 11)
+	if (n != 18)
 		return tst_fail(t, "no ib shared-path counters (%d fields)", n);
 	tst_log(t, "shared: out %" PRIu64 " in %" PRIu64 " no_credit %"
 		PRIu64 " rings %" PRIu64 " promotions %" PRIu64 " switches %"
-		PRIu64 " at_cap %" PRIu64, st->out, st->in, st->no_credit,
-		st->rings, st->promotions, st->switches, st->at_cap);
+		PRIu64 " at_cap %" PRIu64 "; pool %u/%u (%u pieces), send %u/%u",
+		st->out, st->in, st->no_credit, st->rings, st->promotions,
+		st->switches, st->at_cap, st->bufs, st->bufs_max, st->pieces,
+		st->txbufs, st->txmax);
 	return 0;
 }
 
@@ -351,12 +360,122 @@ static int srq_peek_put_consume(struct tst *t)
 	return 0;
 }
 
+/* The kernel's count of this process's pinned memory (VmPin, bytes),
+ * or -1 when it shows none. */
+static int64_t srq_vmpin(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long long kb = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %lld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+/* Small messages to and from rank ^ 1; or (all) every other rank, in
+ * puts of up to 15 messages (more than the first piece of send
+ * buffers). */
+static int srq_pool_phase(struct tst *t, int all)
+{
+	struct tst_shape sh = { .min_call = 1, .max_call = 4000,
+				.min_pieces = 1, .max_pieces = 2 };
+	struct tst_shape big = { .min_call = 1, .max_call = 120000,
+				 .min_pieces = 1, .max_pieces = 2 };
+	struct tst_stream s[2];
+	rdmach_conn_t *c;
+	int ret, peer = t->rank ^ 1;
+
+	if (all)
+		return srq_all_pairs(t, 256 << 10, &big, &sh);
+	c = tst_conn(t, peer);
+	if (!c)
+		return -1;
+	tst_stream_init(&s[0], c, peer, 1, tst_stream_seed(t, t->rank, peer),
+			64 << 10, &sh);
+	tst_stream_init(&s[1], c, peer, 0, tst_stream_seed(t, peer, t->rank),
+			64 << 10, &sh);
+	ret = tst_run(t, s, 2);
+	tst_stream_free(&s[0]);
+	tst_stream_free(&s[1]);
+	return ret;
+}
+
+/* VmPin grew from a to b by the send and receive buffers registered
+ * between st_a and st_b, and a page per new peer (its ctrl words: a
+ * registration of their own).  Skipped without VmPin. */
+static int srq_pin_check(struct tst *t, int64_t a, int64_t b,
+			 const struct srq_st *st_a, const struct srq_st *st_b,
+			 int peers)
+{
+	int64_t want = (int64_t)(st_b->bufs + st_b->txbufs - st_a->bufs -
+				 st_a->txbufs) * st_b->buf_size +
+		       peers * sysconf(_SC_PAGESIZE);
+
+	if (a < 0 || b < 0)
+		return 0;
+	TST_CHECK(t, b - a == want,
+		  "VmPin grew by %" PRId64 " bytes for %d peers, the pool "
+		  "and their ctrl pages by %" PRId64, b - a, peers, want);
+	return 0;
+}
+
+/* The registered pool follows the cold peers: one share (8 ranks: 16
+ * buffers, RDMACH_IB_SRQ_CREDITS) at start-up and none more before a
+ * peer connects, a share more per peer (1 peer: 2 shares; 7: 8 of the
+ * 256), each a piece of its own; send buffers 8 at start-up, more in
+ * pieces of 8 when puts need them; the kernel's VmPin grows by the
+ * pieces registered and a ctrl page per peer, no more; no RNR. */
+static int srq_pool_grows(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_IB_RING_AFTER", "1000000000", "RDMACH_LARGE",
+		"pipeline", NULL };
+	struct srq_st st0, st1, st7;
+	int64_t pin0, pin1, pin7;
+	int ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	TST_CHECK0(t, srq_stats(t, &st0));
+	pin0 = srq_vmpin();
+	TST_CHECK(t, st0.bufs == 16 && st0.pieces == 1 &&
+		  st0.bufs_max == 256 && st0.txbufs == 8 && st0.txp == 1,
+		  "at start-up: pool %u of %u in %u pieces, %u send buffers",
+		  st0.bufs, st0.bufs_max, st0.pieces, st0.txbufs);
+	TST_CHECK0(t, tst_barrier(t));	/* before any peer comes */
+	TST_CHECK0(t, srq_pool_phase(t, 0));
+	TST_CHECK0(t, srq_stats(t, &st1));
+	pin1 = srq_vmpin();
+	TST_CHECK(t, st1.bufs == 32 && st1.pieces == 2, "after one peer: "
+		  "pool %u in %u pieces", st1.bufs, st1.pieces);
+	TST_CHECK0(t, tst_barrier(t));
+	TST_CHECK0(t, srq_pool_phase(t, 1));
+	TST_CHECK0(t, srq_stats(t, &st7));
+	pin7 = srq_vmpin();
+	TST_CHECK(t, st7.bufs == 128 && st7.pieces == 8 && st7.rings == 0,
+		  "after seven peers: pool %u in %u pieces, %" PRIu64
+		  " rings", st7.bufs, st7.pieces, st7.rings);
+	TST_CHECK(t, st7.txbufs > 8 && st7.txbufs == 8 * st7.txp,
+		  "send buffers %u in %u pieces after puts of 15 messages",
+		  st7.txbufs, st7.txp);
+	tst_log(t, "VmPin %" PRId64 " -> %" PRId64 " -> %" PRId64 " bytes",
+		pin0, pin1, pin7);
+	TST_CHECK0(t, srq_pin_check(t, pin0, pin1, &st0, &st1, 1));
+	TST_CHECK0(t, srq_pin_check(t, pin1, pin7, &st1, &st7, 6));
+	return srq_check_rnr(t);
+}
+
 static const struct tst_case srq_cases[] = {
 	{ "srq_tiny_pool", 2, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
 	{ "srq_tiny_pool_4", 4, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
 	{ "srq_promote_duplex", 2, srq_promote_duplex, TST_NO_CTX, NULL,
 	  { 0 } },
 	{ "srq_cap_churn", 8, srq_cap_churn, TST_NO_CTX, NULL, { 0 } },
+	{ "srq_pool_grows", 8, srq_pool_grows, TST_NO_CTX, NULL, { 0 } },
 	{ "srq_large_zcopy", 2, srq_large, TST_NO_CTX, "zcopy", { 0 } },
 	{ "srq_large_spipe", 2, srq_large, TST_NO_CTX, "superpipeline",
 	  { 0 } },
