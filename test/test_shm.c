@@ -755,7 +755,9 @@ static int shm_deferred_duplex(struct tst *t)
 				"goes by CMA");
 	TST_CHECK(t, out.tickets[0] > 0 && out.tickets[1] == 0, "both ways: "
 		  "%ld large and %ld smaller deferred puts by CMA, expected "
-		  "some and none", out.tickets[0], out.tickets[1]);
+		  "some and none (crossing seen here %u, by the peer %u)",
+		  out.tickets[0], out.tickets[1], shm_conn_of(c)->duplex,
+		  (unsigned)atomic_load(&shm_conn_of(c)->rx_ctrl->crossing));
 	tst_log(t, "%ld of %d large puts by CMA", out.tickets[0],
 		DUP_MSGS / 2);
 	return tst_barrier(t);
