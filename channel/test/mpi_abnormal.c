@@ -28,6 +28,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mpi_abnormal: needs 2 processes\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
+	/* who is who in Hydra's banner (test-mpich.sh faults) */
+	printf("mpi_abnormal: rank %d pid %d\n", rank, (int)getpid());
+	fflush(stdout);
 	MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD);
 	if (!strcmp(mode, "kill")) {
 		for (i = 0;; i++) {
