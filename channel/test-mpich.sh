@@ -273,7 +273,7 @@ expect_status() {	# label, want, runs, mode
 		fi
 	done
 	if [ $bad = 0 ] && [ $good -gt 0 ]; then
-		printf '  PASS %-40s %d of %d runs status %d, %d Hydra status-1 race\n' \
+		printf '  PASS %-40s %d of %d runs status %d, %d Hydra races\n' \
 			"$label" "$good" "$runs" "$want" "$race"
 		npass=$((npass + 1))
 	else
