@@ -30,17 +30,23 @@ shm_tx_space_refresh(struct shm_conn *sc, struct shm_tx_ring *r)
 	return r->size - (r->head - r->tail_seen);
 }
 
-struct shm_tx_ring *shm_tx_line_cold(struct shm_conn *sc, uint64_t need)
+int shm_tx_reserve(struct shm_conn *sc, struct shm_tx_ring *r, uint64_t need)
 {
-	struct shm_tx_ring *r = &sc->tx[SHM_LINES];
 	uint64_t pos = r->head & r->mask, contig = r->size - pos;
 
 	if (contig >= need)
-		return shm_tx_space(sc, r, need) >= need ? r : NULL;
+		return shm_tx_space(sc, r, need) >= need;
 	if (shm_tx_space(sc, r, contig + need) < contig + need)
-		return NULL;
+		return 0;
 	shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_PAD, 0, contig);
-	return r;
+	return 1;
+}
+
+struct shm_tx_ring *shm_tx_line_cold(struct shm_conn *sc, uint64_t need)
+{
+	struct shm_tx_ring *r = &sc->tx[SHM_LINES];
+
+	return shm_tx_reserve(sc, r, need) ? r : NULL;
 }
 
 int shm_rx_corrupt(struct shm_conn *sc, const struct shm_rx_ring *r,

@@ -355,6 +355,11 @@ static inline struct shm_tx_ring *shm_tx_data_ring(struct shm_conn *sc,
 	return &sc->tx[deferred && len >= sc->bulk_min ? SHM_BULK : SHM_MAIN];
 }
 
+/* Room for need bytes in one piece at ring r's head, a PAD packet
+ * filling the ring's end first if they do not fit before it: 1, or 0
+ * (nothing written) without that room. */
+int shm_tx_reserve(struct shm_conn *sc, struct shm_tx_ring *r, uint64_t need);
+
 /* A packet of need bytes (up to cold_line_max) into the line ring of a
  * writer kept out of its bulk ring and copy area: padded to the ring's
  * end first if it does not fit before it; NULL without room.  A pair

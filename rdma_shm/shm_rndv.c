@@ -232,7 +232,7 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 	union shm_rndv_buf ctl;
 	struct shm_tx_ring *r = &sc->tx[SHM_MAIN];
 	size_t head = rdmach_rndv_head_len(iov, iovcnt), bytes;
-	uint64_t pos, contig, need, len, hspan = head ? shm_pkt_span(head) : 0;
+	uint64_t pos, need, len, hspan = head ? shm_pkt_span(head) : 0;
 	int cnt = rdmach_rndv_pieces(iovcnt, head);
 
 	shm_rndv_cover(iov + !!head, cnt, &ctl.h, &bytes);
@@ -243,16 +243,9 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 	need = hspan + shm_pkt_span(len);
 	if (need <= sc->cold_line_max)	/* kept out: no main ring page */
 		r = &sc->tx[SHM_LINES];
-	pos = r->head & r->mask;
-	contig = r->size - pos;
-	if (contig < need) {
-		if (shm_tx_space(sc, r, contig + need) < contig + need)
-			return shm_tx_stalled(sc);
-		shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_PAD, 0, contig);
-		pos = 0;
-	} else if (shm_tx_space(sc, r, need) < need) {
+	if (!shm_tx_reserve(sc, r, need))
 		return shm_tx_stalled(sc);
-	}
+	pos = r->head & r->mask;
 	if (head) {
 		memcpy(r->base + pos + SHM_HDR, iov[0].iov_base, head);
 		shm_tx_post(sc, r, r->base + pos, RDMACH_PKT_DATA,
