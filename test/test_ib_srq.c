@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/src/bench_proc.h"
 #include "core/log.h"
 #include "lib/tst.h"
 
@@ -364,16 +365,9 @@ static int srq_peek_put_consume(struct tst *t)
  * or -1 when it shows none. */
 static int64_t srq_vmpin(void)
 {
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long long kb = -1;
+	long kb = bench_proc_kb("status", "VmPin");
 
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmPin: %lld kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb < 0 ? -1 : kb * 1024;
+	return kb < 0 ? -1 : (int64_t)kb * 1024;
 }
 
 /* Small messages to and from rank ^ 1; or (all) every other rank, in

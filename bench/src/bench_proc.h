@@ -1,7 +1,7 @@
 /*
  * bench_proc.h - what the kernel says of this process, for the benchmarks
  * and test programs that report their memory (rdmach_startup,
- * channel/test/mpi_neighbors).
+ * channel/test/mpi_neighbors, test/test_ib_srq).
  */
 #ifndef BENCH_PROC_H
 #define BENCH_PROC_H
