@@ -254,6 +254,7 @@ static int info_shm_memory(long n)
 	uint64_t slot = info_knob("RDMACH_SHM_PIPE_CHUNK", 32768);
 	uint64_t idle = info_knob("RDMACH_SHM_IDLE_RELEASE_MS", 1000);
 	uint64_t fixed, talk, big, pairs = (uint64_t)n * (uint64_t)(n - 1);
+	uint64_t nbrs = n > 2 ? 2 : 1;	/* a ring's neighbours, per rank */
 	const double mib = 1024.0 * 1024.0;
 
 	if (n < 2 || n > 65536) {
@@ -273,8 +274,9 @@ static int info_shm_memory(long n)
 	printf("at start-up (headers, control blocks)    %9.1f MiB\n",
 	       (double)fixed * (double)n / mib);
 	printf("+ per ordered pair that talks            %9.1f KiB"
-	       "   neighbours only (2 per rank) %.1f MiB, all pairs %.1f MiB\n",
-	       (double)talk / 1024, (double)(talk * 2 * (uint64_t)n) / mib,
+	       "   neighbours only (%d per rank) %.1f MiB, all pairs %.1f MiB\n",
+	       (double)talk / 1024, (int)nbrs,
+	       (double)(talk * nbrs * (uint64_t)n) / mib,
 	       (double)(talk * pairs) / mib);
 	printf("+ per pair with bulk ring and copy area  %9.1f KiB"
 	       "   all pairs %.1f MiB (%s)\n",
