@@ -665,14 +665,16 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 		return err;
 	sc->pidfd = -1;
 	sc->self = peer == ctx->rank;
-	if (!sc->self) {
-		err = shm_seg_attach(&sc->peer_seg, val, peer);
+	if (sc->self) {
+		tx_slot = shm_seg_slot(pseg, ctx->rank);
+	} else {
+		err = shm_seg_attach(&sc->peer_seg, val, peer, ctx->rank,
+				     &tx_slot);
 		if (err)
 			return err;
 		pseg = &sc->peer_seg;
 		sc->pidfd = shm_pidfd_open(sc->pid);
 	}
-	tx_slot = shm_seg_slot(pseg, ctx->rank);
 	rx_slot = shm_seg_slot(&tl->seg, peer);
 	if (tx_slot < 0 || rx_slot < 0) {
 		rdmach_err("shm: rank %d and rank %d disagree on the local "

@@ -435,12 +435,30 @@ static void shm_seg_geo_from(struct shm_seg_geo *g, const struct shm_seg_hdr *h)
 	g->size = h->size;
 }
 
-/* Read the header of a peer's segment at base once, check it, keep it. */
+/* The slot of writer_rank in the slot table of a peer's segment (each
+ * entry loaded once), or -1.  Only that slot is kept: the table is N
+ * entries, in each of N segments a process maps. */
+static int shm_seg_find_slot(const void *base, uint32_t nslots,
+			     int writer_rank)
+{
+	const int32_t *table = (const int32_t *)(const void *)
+		((const uint8_t *)base + offsetof(struct shm_seg_hdr, slot_rank));
+	uint32_t i;
+
+	for (i = 0; i < nslots; i++)
+		if ((int32_t)shm_peer_load32(&table[i]) == writer_rank)
+			return (int)i;
+	return -1;
+}
+
+/* Read the header of a peer's segment at base once, check it, keep it,
+ * and find writer_rank's slot. */
 static int shm_seg_adopt(struct shm_seg *seg, void *base, size_t size,
-			 int peer_rank)
+			 int peer_rank, int writer_rank, int *slot)
 {
 	struct shm_seg_hdr h;
 	const char *bad;
+	int i;
 
 	shm_peer_snap(&h, base, sizeof(h));
 	if (h.magic != SHM_SEG_MAGIC || h.version != SHM_SEG_VERSION ||
@@ -462,17 +480,20 @@ static int shm_seg_adopt(struct shm_seg *seg, void *base, size_t size,
 			   h.ctrl_off);
 		return -EPROTO;
 	}
-	seg->slot_rank = calloc(h.nslots, sizeof(*seg->slot_rank));
-	if (!seg->slot_rank)
-		return -ENOMEM;
-	shm_peer_snap(seg->slot_rank, (uint8_t *)base +
-		      offsetof(struct shm_seg_hdr, slot_rank),
-		      h.nslots * sizeof(*seg->slot_rank));
+	i = shm_seg_find_slot(base, h.nslots, writer_rank);
+	if (i < 0) {
+		rdmach_err("shm: the segment of rank %d has no slot for rank "
+			   "%d: the two disagree on the local peer list",
+			   peer_rank, writer_rank);
+		return -EPROTO;
+	}
 	shm_seg_geo_from(&seg->g, &h);
+	*slot = i;
 	return 0;
 }
 
-int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
+int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank,
+		   int writer_rank, int *slot)
 {
 	size_t size = 0;
 	void *base;
@@ -495,7 +516,7 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
 			   size, peer_rank, strerror(errno));
 		goto err_close;
 	}
-	err = shm_seg_adopt(seg, base, size, peer_rank);
+	err = shm_seg_adopt(seg, base, size, peer_rank, writer_rank, slot);
 	if (err)
 		goto err_unmap;
 	/* the rings we write: their pages in place now, not at the first
@@ -505,16 +526,13 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank)
 		err = -errno;
 		rdmach_err("shm: cannot map the segment of rank %d: %s",
 			   peer_rank, strerror(errno));
-		goto err_free;
+		goto err_unmap;
 	}
 	close(fd);
 	seg->base = base;
 	seg->size = size;
 	return 0;
 
-err_free:
-	free(seg->slot_rank);
-	seg->slot_rank = NULL;
 err_unmap:
 	munmap(base, size);
 err_close:

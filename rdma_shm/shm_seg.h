@@ -76,7 +76,8 @@ struct shm_seg {
 	int fd;			/* owner only, until shm_seg_ready() */
 	char name[64];		/* shm_open name, "" for a memfd */
 	struct shm_seg_geo g;	/* the layout (private) */
-	int32_t *slot_rank;	/* writer rank of each slot (private) */
+	int32_t *slot_rank;	/* owner: writer rank of each slot (private;
+				 * NULL in a peer's mapping) */
 };
 
 /* Sizes of what a segment holds per writer. */
@@ -113,8 +114,10 @@ const char *shm_seg_field(const char *p, unsigned int base, uint64_t max,
 int shm_seg_parse_desc(const char *desc, int peer_rank, struct shm_seg_desc *d,
 		       const char **rest);
 /* Map a peer's segment from its description: checks its seals and size,
- * and its header (layout within the mapping; shm_seg_geo). */
-int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank);
+ * and its header (layout within the mapping; shm_seg_geo); *slot is the
+ * slot there of writer_rank (a rank without one is refused). */
+int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank,
+		   int writer_rank, int *slot);
 /* Owner, after every peer attached: drop the fd / unlink the name. */
 void shm_seg_ready(struct shm_seg *seg);
 void shm_seg_detach(struct shm_seg *seg);
@@ -130,7 +133,7 @@ static inline struct shm_seg_hdr *shm_seg_hdr(const struct shm_seg *seg)
 	return seg->base;
 }
 
-/* Slot of writer_rank in seg, or -1. */
+/* Slot of writer_rank in my own segment, or -1. */
 int shm_seg_slot(const struct shm_seg *seg, int writer_rank);
 
 static inline struct shm_ring_ctrl *shm_seg_ctrl(const struct shm_seg *seg,

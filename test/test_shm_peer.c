@@ -522,14 +522,34 @@ static const struct seg_forge seg_forges[] = {
 	FORGE(line_off, 1, UINT64_MAX - 4095),
 	FORGE(line_ring_size, 1, 1ull << 62),
 	FORGE(nslots, 0, 1u << 30),
+	/* no slot for the writer (rank 1): the two disagree on the peers */
+	{ "slot_rank[1]", offsetof(struct shm_seg_hdr, slot_rank) + 4, 0, 7 },
 };
 
 /* A segment whose header puts rings, control blocks or the slot table
- * outside the mapping is refused when mapped (-EPROTO). */
+ * outside the mapping, or has no slot for the writer, is refused when
+ * mapped (-EPROTO); as made, it maps with the writer's slot. */
 static int seg_header_checked(struct tst *t)
 {
 	char desc[128];
 	unsigned i;
+	int slot = -1;
+
+	{
+		struct shm_seg seg, peer;
+		int err;
+
+		if (seg_make(t, &seg))
+			return -1;
+		shm_seg_describe(&seg, desc, sizeof(desc));
+		memset(&peer, 0, sizeof(peer));
+		err = shm_seg_attach(&peer, desc, 0, 1, &slot);
+		if (!err)
+			shm_seg_detach(&peer);
+		shm_seg_detach(&seg);
+		TST_CHECK(t, !err && slot == 1, "attach %s, slot %d",
+			  rdmach_strerror(err), slot);
+	}
 
 	for (i = 0; i < sizeof(seg_forges) / sizeof(seg_forges[0]); i++) {
 		const struct seg_forge *f = &seg_forges[i];
@@ -546,7 +566,7 @@ static int seg_header_checked(struct tst *t)
 			memcpy((char *)seg.base + f->off, &(uint32_t){ (uint32_t)v }, 4);
 		shm_seg_describe(&seg, desc, sizeof(desc));
 		memset(&peer, 0, sizeof(peer));
-		err = shm_seg_attach(&peer, desc, 0);
+		err = shm_seg_attach(&peer, desc, 0, 1, &slot);
 		if (!err)
 			shm_seg_detach(&peer);
 		shm_seg_detach(&seg);
