@@ -31,7 +31,6 @@ enum shm_cma_use { SHM_CMA_AUTO, SHM_CMA_COLD, SHM_CMA_ALWAYS, SHM_CMA_NEVER };
 
 /* Rendezvous this process posted and the peer has not acknowledged. */
 struct shm_rndv_tx {
-	int active;
 	int iovcnt;			/* pieces of the caller's iovec covered */
 	uint64_t id;
 	size_t bytes;
@@ -111,10 +110,21 @@ union shm_rndv_buf {
 	uint8_t bytes[SHM_RNDV_BYTES];
 };
 
+/* The memory of a rendezvous descriptor, either side's: from a free
+ * list per process (shm_rndv.c) while the rendezvous is in flight, so
+ * that a process holds descriptors for the rendezvous under way, not
+ * 2.6 KiB for every local peer. */
+union shm_rndv_mem {
+	union shm_rndv_mem *next;	/* on the free list */
+	struct shm_rndv_tx tx;
+	union shm_rndv_buf rx;
+};
+
 struct shm_rx_ctl {
 	int taken;			/* the fields below hold it */
 	uint64_t total;			/* bytes it carries */
-	union shm_rndv_buf d;		/* RNDV: the descriptor */
+	union shm_rndv_buf *d;		/* RNDV: the descriptor (NULL for
+					 * a copy-area message) */
 };
 
 struct shm_conn {
@@ -144,7 +154,8 @@ struct shm_conn {
 					 * (0: one line only) */
 	uint32_t tx_seq;		/* next packet's sequence number */
 	uint64_t next_rndv_id;
-	struct shm_rndv_tx rndv;
+	struct shm_rndv_tx *rndv;	/* the put waiting for its reader
+					 * (NULL: none) */
 	struct shm_pipe tx_pipe;	/* my copy area in the peer's segment */
 
 	/* receive side: the peer's rings in my segment */
@@ -175,7 +186,6 @@ struct shm_conn {
 	uint32_t rx_idle_polls;		/* gets that found nothing */
 	uint64_t next_check_ns;
 
-	/* last: it ends in a rendezvous descriptor (a flexible array) */
 	struct shm_rx_ctl rx_ctl;	/* the control packet at the head */
 };
 
@@ -220,6 +230,10 @@ struct shm_tl {
 	int warm_cap;			/* more local writers than warm_max */
 	uint64_t warm_now, warm_peak, promotions, demotions;
 	int bell_on;			/* my doorbell is on */
+	/* rendezvous descriptors not in use; how many were ever allocated
+	 * (the most in flight at once) */
+	union shm_rndv_mem *rndv_free;
+	uint64_t rndv_mems;
 	pid_t ptracer;			/* PR_SET_PTRACER'd process, 0: none */
 };
 

@@ -485,11 +485,11 @@ shm_put_general(struct shm_conn *sc, const struct iovec *iov, int iovcnt,
 
 	shm_mem_tx_check(sc);
 	if (shm_peer_probe32(&sc->tx_ctrl->reader_closed)) {
-		if (sc->rndv.active && shm_rndv_acked(sc))
+		if (sc->rndv && shm_rndv_acked(sc))
 			return shm_tx_rndv_poll(sc, iov, iovcnt);
 		return -EPIPE;
 	}
-	if (sc->rndv.active)
+	if (sc->rndv)
 		return shm_tx_rndv_poll(sc, iov, iovcnt);
 	if (sc->tx_pipe.left)
 		return shm_tx_pipe(sc, iov, iovcnt, total);
@@ -523,7 +523,7 @@ shm_put_one(struct rdmach_conn *conn, const struct iovec *iov, int iovcnt,
 	uint8_t *p;
 	ssize_t n;
 
-	if (total > sc->one_pkt_max || sc->rndv.active || sc->tx_pipe.left ||
+	if (total > sc->one_pkt_max || sc->rndv || sc->tx_pipe.left ||
 	    !(r = shm_tx_ring_for(sc, total, need, ticket != NULL)) ||
 	    shm_peer_probe32(&sc->tx_ctrl->reader_closed)) {
 		n = shm_put_general(sc, iov, iovcnt, total, ticket);

@@ -690,6 +690,7 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 
 static void shm_conn_free(struct shm_conn *sc)
 {
+	shm_rndv_conn_close(sc);
 	if (sc->pidfd >= 0)
 		close(sc->pidfd);
 	shm_seg_detach(&sc->peer_seg);
@@ -895,7 +896,8 @@ static void shm_print_stats(struct rdmach_tl *base, FILE *out)
 		"process included) in use, %llu releases of idle bulk rings "
 		"and copy areas, %llu used again; warm writers (bulk ring and "
 		"copy area) %llu now, %llu at most, cap %s%llu, %llu "
-		"promotions, %llu demotions\n",
+		"promotions, %llu demotions; %llu rendezvous descriptors (the "
+		"most in flight at once)\n",
 		(unsigned long long)tl->rings_used, tl->npeers,
 		(unsigned long long)tl->releases,
 		(unsigned long long)tl->repopulations,
@@ -904,7 +906,8 @@ static void shm_print_stats(struct rdmach_tl *base, FILE *out)
 		tl->warm_cap ? "" : "not reached: ",
 		(unsigned long long)tl->warm_max,
 		(unsigned long long)tl->promotions,
-		(unsigned long long)tl->demotions);
+		(unsigned long long)tl->demotions,
+		(unsigned long long)tl->rndv_mems);
 }
 
 static int shm_progress(struct rdmach_tl *base)
@@ -1010,6 +1013,7 @@ static int shm_close(struct rdmach_tl *base, uint64_t deadline_ns)
 		shm_conn_free(sc);
 	}
 	free(tl->conns);
+	shm_rndv_tl_close(tl);
 	shm_seg_detach(&tl->seg);
 	if (tl->ptracer)	/* nobody reads this memory any more */
 		prctl(PR_SET_PTRACER, 0, 0, 0, 0);

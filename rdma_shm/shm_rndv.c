@@ -5,12 +5,57 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
 #include "core/log.h"
 #include "shm_live.h"
 #include "shm_rndv.h"
+
+/* ---- descriptors: the process's free list (shm_conn.h) ------------------ */
+
+static void *shm_rndv_mem_get(struct shm_tl *tl)
+{
+	union shm_rndv_mem *m = tl->rndv_free;
+
+	if (m) {
+		tl->rndv_free = m->next;
+		return m;
+	}
+	m = malloc(sizeof(*m));
+	if (m)
+		tl->rndv_mems++;
+	return m;
+}
+
+static void shm_rndv_mem_put(struct shm_tl *tl, void *p)
+{
+	union shm_rndv_mem *m = p;
+
+	m->next = tl->rndv_free;
+	tl->rndv_free = m;
+}
+
+void shm_rndv_conn_close(struct shm_conn *sc)
+{
+	if (sc->rndv)
+		shm_rndv_mem_put(sc->tl, sc->rndv);
+	if (sc->rx_ctl.d)
+		shm_rndv_mem_put(sc->tl, sc->rx_ctl.d);
+	sc->rndv = NULL;
+	sc->rx_ctl.d = NULL;
+}
+
+void shm_rndv_tl_close(struct shm_tl *tl)
+{
+	union shm_rndv_mem *m;
+
+	while ((m = tl->rndv_free)) {
+		tl->rndv_free = m->next;
+		free(m);
+	}
+}
 
 /* A large message of the peer starts: did it cross one of mine (a copy
  * area message being copied in, a rendezvous not yet read)?  Then large
@@ -131,16 +176,24 @@ static const char *shm_rndv_bad(const struct rdmach_rndv_hdr *d, uint32_t len,
 }
 
 /* A rendezvous has come to the head of ring r (at p, header h): load it
- * once into sc->rx_ctl and check it there; the reads use that copy only.
- * 0, or -EPROTO (the connection failed). */
+ * once into a descriptor of sc->rx_ctl and check it there; the reads use
+ * that copy only.  0, or -EPROTO / -ENOMEM (the connection failed). */
 int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
 		     const uint8_t *p, uint64_t h)
 {
-	struct rdmach_rndv_hdr *d = &sc->rx_ctl.d.h;
+	struct rdmach_rndv_hdr *d;
 	uint32_t len = shm_hdr_len(h);
 	const char *bad = "len";
 	uint64_t val = len;
 
+	if (!sc->rx_ctl.d) {
+		sc->rx_ctl.d = shm_rndv_mem_get(sc->tl);
+		if (!sc->rx_ctl.d)
+			return rdmach_conn_fail(sc->conn, -ENOMEM, "shm: no "
+						"memory for a zero-copy message "
+						"from rank %d", sc->conn->peer);
+	}
+	d = &sc->rx_ctl.d->h;
 	if (len >= sizeof(*d)) {
 		shm_peer_snap(d, p + SHM_HDR, sizeof(*d));
 		if (d->nsegs && d->nsegs <= RDMACH_RNDV_MAX_SEGS &&
@@ -163,7 +216,7 @@ int shm_rx_rndv_take(struct shm_conn *sc, struct shm_rx_ring *ring,
 ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
 		    uint32_t len, struct rdmach_iovc *c, size_t room, int *fin)
 {
-	const struct rdmach_rndv_hdr *r = &sc->rx_ctl.d.h;
+	const struct rdmach_rndv_hdr *r = &sc->rx_ctl.d->h;
 	size_t done = 0;
 	ssize_t n;
 
@@ -179,6 +232,8 @@ ssize_t shm_rx_rndv(struct shm_conn *sc, struct shm_rx_ring *ring,
 	if (sc->rx_off == r->total) {
 		uint64_t id = r->id;
 
+		shm_rndv_mem_put(sc->tl, sc->rx_ctl.d);
+		sc->rx_ctl.d = NULL;
 		sc->rx_ctl.taken = 0;
 		shm_rx_consume(sc, ring, shm_pkt_span(len));
 		atomic_store_explicit(&sc->rx_ctrl->acked_id, id,
@@ -266,21 +321,27 @@ static ssize_t shm_tx_rndv_post(struct shm_conn *sc, const struct iovec *iov,
 }
 
 /* A put that waits for its rendezvous: returns 0 once it is posted (the
- * put is retried until the peer has read it), -EAGAIN if too small. */
+ * put is retried until the peer has read it), -EAGAIN if too small or
+ * without memory for its descriptor (the put copies instead). */
 ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
 			  int iovcnt)
 {
+	struct shm_rndv_tx *t = shm_rndv_mem_get(sc->tl);
 	ssize_t n;
 	int cnt;
 
+	if (!t)
+		return -EAGAIN;
 	n = shm_tx_rndv_post(sc, iov, iovcnt, &cnt);
-	if (n <= 0)
+	if (n <= 0) {
+		shm_rndv_mem_put(sc->tl, t);
 		return n;
-	sc->rndv.active = 1;
-	sc->rndv.id = sc->next_rndv_id - 1;
-	sc->rndv.bytes = (size_t)n;
-	sc->rndv.iovcnt = cnt;
-	memcpy(sc->rndv.iov, iov, (size_t)cnt * sizeof(*iov));
+	}
+	t->id = sc->next_rndv_id - 1;
+	t->bytes = (size_t)n;
+	t->iovcnt = cnt;
+	memcpy(t->iov, iov, (size_t)cnt * sizeof(*iov));
+	sc->rndv = t;
 	return 0;
 }
 
@@ -288,11 +349,14 @@ ssize_t shm_tx_rndv_start(struct shm_conn *sc, const struct iovec *iov,
 ssize_t shm_tx_rndv_poll(struct shm_conn *sc, const struct iovec *iov,
 			 int iovcnt)
 {
-	if (iovcnt < sc->rndv.iovcnt ||
-	    memcmp(iov, sc->rndv.iov, (size_t)sc->rndv.iovcnt * sizeof(*iov))) {
+	struct shm_rndv_tx *t = sc->rndv;
+	size_t bytes = t->bytes;
+
+	if (iovcnt < t->iovcnt ||
+	    memcmp(iov, t->iov, (size_t)t->iovcnt * sizeof(*iov))) {
 		rdmach_err("shm: put to rank %d retried with a different "
 			   "iovec while a zero-copy put of %zu bytes is pending",
-			   sc->conn->peer, sc->rndv.bytes);
+			   sc->conn->peer, bytes);
 		return -EINVAL;
 	}
 	if (!shm_rndv_acked(sc)) {
@@ -300,10 +364,11 @@ ssize_t shm_tx_rndv_poll(struct shm_conn *sc, const struct iovec *iov,
 			return shm_fail_dead(sc, "before reading a zero-copy put");
 		return 0;
 	}
-	sc->rndv.active = 0;
+	shm_rndv_mem_put(sc->tl, t);
+	sc->rndv = NULL;
 	sc->conn->stats.zcopy_msgs++;
-	sc->conn->stats.zcopy_bytes += sc->rndv.bytes;
-	return (ssize_t)sc->rndv.bytes;
+	sc->conn->stats.zcopy_bytes += bytes;
+	return (ssize_t)bytes;
 }
 
 /*

@@ -29,8 +29,13 @@ static inline int shm_rndv_all_read(const struct shm_conn *sc)
 /* Has the peer read the rendezvous the pending put waits for? */
 static inline int shm_rndv_acked(const struct shm_conn *sc)
 {
-	return shm_peer_probe64(&sc->tx_ctrl->acked_id) >= sc->rndv.id;
+	return shm_peer_probe64(&sc->tx_ctrl->acked_id) >= sc->rndv->id;
 }
+
+/* Descriptors back to the process's free list: a connection's at its
+ * close, then the free list's memory at the transport's. */
+void shm_rndv_conn_close(struct shm_conn *sc);
+void shm_rndv_tl_close(struct shm_tl *tl);
 
 /* receive */
 void shm_rx_large_start(struct shm_conn *sc);

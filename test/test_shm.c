@@ -2485,6 +2485,105 @@ static int shm_cold_cma(struct tst *t)
 	return tst_barrier(t);
 }
 
+/* ---- rendezvous descriptors: the process's free list ------------------ */
+
+#define POOL_NP 4
+#define POOL_ROUNDS 8
+#define POOL_MSG (64u << 10)
+
+/* Rank 0 posts a waiting CMA put to each of the three others before it
+ * retries any, eight times: three descriptors in flight at once, so
+ * exactly three are ever allocated, and none is held once the puts are
+ * read.  The readers take them in gets of 7000 bytes (a descriptor held
+ * across calls), every byte checked, and hold one at most. */
+static int pool_writer(struct tst *t, uint8_t *buf)
+{
+	const struct shm_tl *tl = shm_conn_of(tst_conn(t, 1))->tl;
+	struct iovec iov[POOL_NP];
+	uint64_t t0 = rdmach_now_ns();
+	int round, p, left;
+
+	for (round = 0; round < POOL_ROUNDS; round++) {
+		for (p = 1; p < POOL_NP; p++) {
+			uint8_t *b = buf + (size_t)p * POOL_MSG;
+			ssize_t n;
+
+			tst_pat_fill(b, POOL_MSG, tst_stream_seed(t, 0, p),
+				     (uint64_t)round * POOL_MSG);
+			iov[p] = (struct iovec){ b, POOL_MSG };
+			n = rdmach_put(tst_conn(t, p), &iov[p], 1);
+			TST_CHECK(t, n == 0 && shm_conn_of(tst_conn(t, p))->rndv,
+				  "round %d: put to %d returned %zd, "
+				  "descriptor %p", round, p, n,
+				  (void *)shm_conn_of(tst_conn(t, p))->rndv);
+		}
+		for (left = POOL_NP - 1; left; ) {
+			for (p = 1, left = 0; p < POOL_NP; p++) {
+				ssize_t n = iov[p].iov_len ?
+					rdmach_put(tst_conn(t, p), &iov[p], 1) : 0;
+
+				if (n < 0)
+					return tst_fail(t, "put to %d: %s", p,
+							rdmach_strerror((int)n));
+				iov[p].iov_len -= (size_t)n;
+				left += iov[p].iov_len != 0;
+			}
+			if (rdmach_now_ns() - t0 > tst_stall_ns())
+				return tst_fail(t, "puts stalled");
+		}
+	}
+	for (p = 1; p < POOL_NP; p++)
+		TST_CHECK(t, !shm_conn_of(tst_conn(t, p))->rndv, "a descriptor "
+			  "held for rank %d after its puts were read", p);
+	TST_CHECK(t, tl->rndv_mems == POOL_NP - 1 && tl->rndv_free, "%llu "
+		  "descriptors allocated for %d in flight at once",
+		  (unsigned long long)tl->rndv_mems, POOL_NP - 1);
+	return 0;
+}
+
+static int shm_rndv_pool(struct tst *t)
+{
+	const char *const env[] = { "RDMACH_SHM_CMA_USE", "always",
+		"RDMACH_SHM_CMA_THRESHOLD", "16K", "RDMACH_SHM_WARM_MAX", "8",
+		NULL };
+	const struct shm_tl *tl;
+	uint8_t *buf;
+	int i, ret, err;
+
+	for (i = 0; env[i]; i += 2)
+		setenv(env[i], env[i + 1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	for (i = 0; i < t->size; i++)
+		if (i != t->rank && shm_only(t, tst_conn(t, i)))
+			return TST_SKIP;
+	tl = shm_conn_of(tst_conn(t, t->rank ? 0 : 1))->tl;
+	if (t->rank == 0) {
+		for (i = 1; i < POOL_NP; i++)
+			if (!atomic_load(&shm_conn_of(tst_conn(t, i))->tx_ctrl->cma_ok))
+				return tst_skip(t, "rank %d cannot read this "
+						"process (CMA)", i);
+		buf = malloc((size_t)POOL_NP * POOL_MSG);
+		if (!buf)
+			return tst_fail(t, "out of memory");
+		ret = pool_writer(t, buf);
+		free(buf);
+	} else {
+		rdmach_conn_t *c = tst_conn(t, 0);
+
+		ret = get_pieces(t, c, tst_stream_seed(t, 0, t->rank),
+				 (size_t)POOL_ROUNDS * POOL_MSG, 7000);
+		if (!ret)
+			TST_CHECK(t, !shm_conn_of(c)->rx_ctl.d &&
+				  tl->rndv_mems == 1, "after the last "
+				  "rendezvous: descriptor %p held, %llu "
+				  "allocated", (void *)shm_conn_of(c)->rx_ctl.d,
+				  (unsigned long long)tl->rndv_mems);
+	}
+	return ret ? ret : tst_barrier(t);
+}
+
 static const struct tst_case shm_cases[] = {
 	{ "shm_rndv_partial", 2, shm_rndv_partial,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
@@ -2561,6 +2660,8 @@ static const struct tst_case shm_cases[] = {
 	{ "shm_cold_cma", 2, shm_cold_cma, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
 	{ "shm_warm_churn", WARM_NP, shm_warm_churn,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "shm_rndv_pool", POOL_NP, shm_rndv_pool,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "shm_no_leftovers", 2, shm_no_leftovers, 0, NULL, { 0 } },
 	{ "shm_named_fallback", 2, shm_named_fallback,

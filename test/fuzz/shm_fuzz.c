@@ -16,6 +16,7 @@
 #include "core/tl.h"
 #include "rdma_shm/shm_conn.h"
 #include "rdma_shm/shm_ep.h"
+#include "rdma_shm/shm_rndv.h"
 #include "shm_fuzz.h"
 
 #define F_MAIN 4096u		/* ring sizes: the smallest that work */
@@ -293,6 +294,8 @@ static void f_close(struct f_conn *f)
 	int i;
 
 	if (f->sc) {
+		shm_rndv_conn_close(f->sc);
+		shm_rndv_tl_close(&f->tl);
 		free(f->sc->rx_pipe.flags);
 		free(f->sc->rx_pipe.area);
 	}
