@@ -586,6 +586,8 @@ struct dup_side {
 	size_t len, done, in_piece;
 	int piece;
 	long tickets[2];		/* [large], [small] */
+	long peer_large, rounds;	/* dup_rounds: the peer's large puts
+					 * by CMA, rounds run */
 };
 
 /* One deferred put of the current piece (alternately BIG and DUP_SMALL)
@@ -656,7 +658,7 @@ static int dup_both_ways(struct tst *t, rdmach_conn_t *c,
  * puts went by CMA in some round (at most DUP_ROUNDS; each side checks
  * its own, and a side that starts late may see no crossing while the
  * other does); out->tickets sums them over rounds. */
-#define DUP_ROUNDS 8
+#define DUP_ROUNDS 16
 static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
 		      uint8_t *in, size_t len, uint64_t seed_out,
 		      uint64_t seed_in)
@@ -693,6 +695,8 @@ static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
 	}
 	out->tickets[0] = large;
 	out->tickets[1] = small;
+	out->peer_large = (long)theirs_total;
+	out->rounds = round > DUP_ROUNDS ? DUP_ROUNDS : round;
 	return ret;
 }
 
@@ -755,8 +759,10 @@ static int shm_deferred_duplex(struct tst *t)
 				"goes by CMA");
 	TST_CHECK(t, out.tickets[0] > 0 && out.tickets[1] == 0, "both ways: "
 		  "%ld large and %ld smaller deferred puts by CMA, expected "
-		  "some and none (crossing seen here %u, by the peer %u)",
-		  out.tickets[0], out.tickets[1], shm_conn_of(c)->duplex,
+		  "some and none (the peer's large ones %ld, in %ld rounds; "
+		  "crossing seen here %u, by the peer %u)",
+		  out.tickets[0], out.tickets[1], out.peer_large, out.rounds,
+		  shm_conn_of(c)->duplex,
 		  (unsigned)atomic_load(&shm_conn_of(c)->rx_ctrl->crossing));
 	tst_log(t, "%ld of %d large puts by CMA", out.tickets[0],
 		DUP_MSGS / 2);
