@@ -755,7 +755,8 @@ int ib_cm_open(struct ib_tl *tl)
 	cm->mr = ibv_reg_mr(tl->dev.pd, cm->buf, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!cm->mr) {
 		rdmach_err("ib: registering the connection manager's %zu "
-			   "bytes failed: %s", len, strerror(errno));
+			   "bytes on %s failed: %s (ulimit -l?)", len,
+			   tl->dev.name, strerror(errno));
 		goto err;
 	}
 	ret = ib_cm_qp_create(tl, cm);
