@@ -606,6 +606,63 @@ static int srq_reg_fails_grow(struct tst *t)
 	return srq_check_rnr(t);
 }
 
+/* 2 ranks; rank 0 may pin nothing beyond what start-up left: not even
+ * the ctrl words of a connection.  Rank 1's first put asks for one; rank
+ * 0 cannot make its end (its message names the bytes, the rank, the
+ * device, ulimit -l; the connection -ENOMEM) and says so to rank 1, whose
+ * put fails with -ECONNRESET at once, not at RDMACH_CONNECT_TIMEOUT_MS. */
+static int srq_reg_fails_endpoint(struct tst *t)
+{
+	uint8_t b[100] = { 0 };
+	struct iovec iov = { b, sizeof(b) };
+	struct tst_capture cap;
+	char out[4096];
+	const char *why;
+	rdmach_conn_t *c;
+	uint64_t t0;
+	ssize_t n;
+	int ret = 0;
+
+	if (t->rank == 0)	/* no limit until start-up is over */
+		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
+	if (ret)
+		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
+				strerror(-ret));
+	ret = srq_connect(t, (const char *const[]){ NULL });
+	if (ret)
+		return ret;
+	c = tst_conn(t, 1 - t->rank);
+	if (!c)
+		return -1;
+	if (t->rank == 0) {
+		TST_CHECK0(t, srq_memlock((uint64_t)srq_vmpin()));
+		TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	}
+	TST_CHECK0(t, tst_barrier(t));
+	t0 = rdmach_now_ns();
+	do	/* rank 0 only answers: its get polls */
+		n = t->rank ? rdmach_put(c, &iov, 1) : rdmach_get(c, &iov, 1);
+	while (n == 0 && rdmach_now_ns() - t0 < 60000000000ull);
+	t0 = rdmach_now_ns() - t0;
+	why = rdmach_conn_error(c);
+	if (t->rank == 0)
+		tst_capture_end(t, &cap, out, sizeof(out));
+	tst_log(t, "%s after %.1f ms: %s", tst_errname(n), (double)t0 / 1e6,
+		why ? why : "");
+	if (t->rank)
+		TST_CHECK(t, n == -ECONNRESET && t0 < 5000000000ull && why &&
+			  strstr(why, "rank 0 on host ") &&
+			  strstr(why, "could not make its end"), "put to "
+			  "rank 0: %zd (%s) after %.1f s: %s", n,
+			  tst_errname(n), (double)t0 / 1e9, why ? why : "");
+	else
+		TST_CHECK(t, n == -ENOMEM && strstr(out, "bytes for rank 1 on ")
+			  && strstr(out, "(ulimit -l?)") &&
+			  strstr(out, strerror(ENOMEM)), "get from rank 1: %zd "
+			  "(%s); logged: %s", n, tst_errname(n), out);
+	return 0;
+}
+
 /* 3 ranks; rank 0's send buffers cannot grow past the first 8 (its
  * `ulimit -l` what start-up left).  Rank 2 is killed; rank 0's puts to it
  * then take all 8 (SENDs nobody acknowledges) until its QP fails, and
@@ -708,6 +765,8 @@ static const struct tst_case srq_cases[] = {
 	  NULL, { 0 } },
 	{ "srq_reg_fails_grow", 4, srq_reg_fails_grow, TST_NO_CTX, NULL,
 	  { 0 } },
+	{ "srq_reg_fails_endpoint", 2, srq_reg_fails_endpoint, TST_NO_CTX,
+	  NULL, { 0 } },
 	{ "srq_tx_dead_peer", 3, srq_tx_dead_peer,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, 0, -SIGKILL } },
