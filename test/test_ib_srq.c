@@ -660,7 +660,7 @@ static int srq_reg_fails_endpoint(struct tst *t)
 			  && strstr(out, "(ulimit -l?)") &&
 			  strstr(out, strerror(ENOMEM)), "get from rank 1: %zd "
 			  "(%s); logged: %s", n, tst_errname(n), out);
-	return 0;
+	return srq_check_rnr(t);
 }
 
 /* 3 ranks; rank 0's send buffers cannot grow past the first 8 (its
@@ -746,7 +746,7 @@ static int srq_tx_dead_peer(struct tst *t)
 	TST_CHECK0(t, srq_stats(t, &st));
 	TST_CHECK(t, st.txbufs == 8, "%u send buffers: the limit did not "
 		  "hold them at 8", st.txbufs);
-	return 0;
+	return srq_check_rnr(t);
 }
 
 static const struct tst_case srq_cases[] = {
