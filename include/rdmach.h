@@ -170,7 +170,9 @@ RDMACH_API int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
  * put on it (which returns 0 until it is up: retry, as for a full ring),
  * or by the peer's first put, answered by any call of this process that
  * polls (a put or get on any ib connection, rdmach_progress).  A get or
- * peek on a connection not up returns 0; a peer that does not answer
+ * peek on a connection not up returns 0; a peer that cannot make its end
+ * (registration failed there: `ulimit -l`) fails the connection with
+ * -ECONNRESET at its answer; a peer that does not answer
  * fails the connection with -ECONNRESET within RDMACH_CONNECT_TIMEOUT_MS
  * (the peer answers from its rdmach calls: one that makes none for that
  * long counts as dead; so does one that finalized before the pair ever

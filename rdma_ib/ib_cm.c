@@ -41,6 +41,7 @@ _Static_assert(IB_CM_RECVS + IB_CM_SENDS <= IB_CM_CQE,
 /* Flags of a message: what its sender knows. */
 #define IB_CM_F_RTR 0x1u	/* its QP is connected to yours */
 #define IB_CM_F_UP 0x2u		/* it has your IB_CM_F_RTR: no answer due */
+#define IB_CM_F_REJ 0x4u	/* its end failed (no address follows): yours fails */
 
 struct ib_cm_msg {
 	uint32_t magic;
@@ -240,22 +241,27 @@ static int ib_cm_peer_load(struct ib_tl *tl, int peer)
 
 /* ---- messages --------------------------------------------------------- */
 
-static void ib_cm_fill(struct ib_tl *tl, int peer, struct ib_cm_msg *m)
+static void ib_cm_fill(struct ib_tl *tl, int peer, int rej,
+		       struct ib_cm_msg *m)
 {
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 	struct ib_addr a;
 
-	ib_ep_local_addr(tl->conns[peer], tl->conns[peer]->qp, &a);
 	memset(m, 0, sizeof(*m));
 	m->magic = IB_CM_MAGIC;
 	m->version = IB_CM_VERSION;
-	m->flags = (uint16_t)((p->r_qpn ? IB_CM_F_RTR : 0) |
-			      (p->r_qpn && (p->rtr || tl->cm->at_once) ?
-			       IB_CM_F_UP : 0));
 	m->src = (uint32_t)tl->base.ctx->rank;
 	m->dst = (uint32_t)peer;
 	m->src_nonce = tl->cm->nonce;
 	m->dst_nonce = p->nonce;
+	if (rej) {
+		m->flags = IB_CM_F_REJ;
+		return;
+	}
+	ib_ep_local_addr(tl->conns[peer], tl->conns[peer]->qp, &a);
+	m->flags = (uint16_t)((p->r_qpn ? IB_CM_F_RTR : 0) |
+			      (p->r_qpn && (p->rtr || tl->cm->at_once) ?
+			       IB_CM_F_UP : 0));
 	m->ring = a.ring;
 	m->ctrl = a.ctrl;
 	m->ring_size = a.ring_size;
@@ -270,9 +276,10 @@ static void ib_cm_fill(struct ib_tl *tl, int peer, struct ib_cm_msg *m)
 	memcpy(m->gid, a.gid.raw, 16);
 }
 
-/* Our endpoint's address to peer, with what we know.  A full send queue
- * drops it: the retransmission (or the peer's) makes up for it. */
-static void ib_cm_send(struct ib_tl *tl, int peer)
+/* Our endpoint's address to peer, with what we know, or (rej) that our
+ * end of the pair failed.  A full send queue drops it: the
+ * retransmission (or the peer's) makes up for it. */
+static void ib_cm_send(struct ib_tl *tl, int peer, int rej)
 {
 	struct ib_cm *cm = tl->cm;
 	/* sends complete in order: with fewer than IB_CM_SENDS out, the
@@ -287,7 +294,7 @@ static void ib_cm_send(struct ib_tl *tl, int peer)
 
 	if (cm->sends_out >= IB_CM_SENDS)
 		return;
-	ib_cm_fill(tl, peer, (struct ib_cm_msg *)(void *)b);
+	ib_cm_fill(tl, peer, rej, (struct ib_cm_msg *)(void *)b);
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = IB_CM_WRID | IB_CM_SEND_TAG;
 	wr.sg_list = &sge;
@@ -513,16 +520,29 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 {
 	int peer = (int)m->src;
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 
-	if (tl->base.ctx->conns[peer].err ||
-	    ib_cm_connect_ep(tl, peer, m))
+	if (m->flags & IB_CM_F_REJ) {	/* never answered: no ping-pong */
+		ib_cm_set_pending(tl->cm, peer, 0);
+		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s could "
+				 "not make its end of the connection (its own "
+				 "message says why)", peer, p->host);
 		return;
+	}
+	if (!conn->err && ib_cm_connect_ep(tl, peer, m) && !conn->err)
+		return;		/* a message not for this pair's QPs */
+	if (conn->err) {
+		/* failed here (no endpoint, a bad address, timed out): the
+		 * peer fails now instead of at its connect timeout */
+		ib_cm_send(tl, peer, 1);
+		return;
+	}
 	if (m->flags & IB_CM_F_RTR)
 		p->rtr = 1;
 	if (p->rtr || tl->cm->at_once)
 		ib_cm_up(tl, peer);
 	if (!(m->flags & IB_CM_F_UP))
-		ib_cm_send(tl, peer);
+		ib_cm_send(tl, peer, 0);
 }
 
 static void ib_cm_recv(struct ib_tl *tl, const struct ibv_wc *wc,
@@ -599,7 +619,7 @@ static int ib_cm_start(struct ib_tl *tl, int peer)
 	}
 	ib_cm_set_pending(tl->cm, peer, 1);
 	p->next_tx = now + p->rto;
-	ib_cm_send(tl, peer);
+	ib_cm_send(tl, peer, 0);
 	return 0;
 }
 
@@ -627,7 +647,7 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 		p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 :
 			 IB_CM_RTO_MAX_NS;
 		p->next_tx = now + p->rto;
-		ib_cm_send(tl, peer);
+		ib_cm_send(tl, peer, 0);
 	}
 	return 1;
 }
@@ -755,7 +775,8 @@ int ib_cm_open(struct ib_tl *tl)
 	cm->mr = ibv_reg_mr(tl->dev.pd, cm->buf, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!cm->mr) {
 		rdmach_err("ib: registering the connection manager's %zu "
-			   "bytes failed: %s", len, strerror(errno));
+			   "bytes on %s failed: %s (ulimit -l?)", len,
+			   tl->dev.name, strerror(errno));
 		goto err;
 	}
 	ret = ib_cm_qp_create(tl, cm);

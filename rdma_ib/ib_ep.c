@@ -51,6 +51,14 @@ _Static_assert(offsetof(struct ib_ctrl, zc_ack) == 32 &&
 
 static int ib_fail(struct ib_conn *ic, int err, const char *what)
 {
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	/* with the shared path, the adapter stops and flushes what is
+	 * posted: the send buffers its SENDs hold come back with the
+	 * flushes (ib_wc_error), which rxe, retrying a dead peer for ever,
+	 * would otherwise never give */
+	if (ic->tl->srq && ic->qp && !ic->conn->err)
+		ibv_modify_qp(ic->qp, &a, IBV_QP_STATE);
 	return rdmach_conn_fail(ic->conn, err, "%s (device %s port %u)", what,
 				ic->tl->dev.name, ic->tl->dev.port);
 }
@@ -203,10 +211,18 @@ static void ib_activity(struct ib_conn *ic)
 	ic->idle_since = 0;
 }
 
+static void ib_cold_tx_release(struct ib_conn *ic);
+
 static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 {
 	char msg[160];
 
+	/* the QP is in error (failed, or ib_fail moved it there): it reads
+	 * none of its sends' buffers again, and the other connections may
+	 * need them (the pool may not grow; ib_ep_destroy comes at
+	 * finalize) */
+	if (ic->tl->srq)
+		ib_cold_tx_release(ic);
 	if (ic->broken)
 		return;
 	ic->broken = 1;
@@ -1792,19 +1808,27 @@ static void ib_sp_setup(struct ib_conn *ic)
 
 /* ---- set-up and tear-down ------------------------------------------------ */
 
-/* Send buffers of shared-path messages whose completion never came. */
+/* Send buffers of shared-path messages whose completion has not come
+ * (nor will: the QP is in error or going), back to the pool once. */
+static void ib_cold_tx_release(struct ib_conn *ic)
+{
+	uint64_t i;
+
+	for (i = ic->sig_tail; i != ic->sig_head; i++) {
+		struct ib_sig *g = &ic->sig[i & ic->sig_mask];
+
+		if (g->kind == IB_WR_SEND && g->chunk != UINT64_MAX) {
+			ib_srq_tx_put(ic->tl->srq, (int32_t)g->chunk);
+			g->chunk = UINT64_MAX;
+		}
+	}
+}
+
 static void ib_cold_release(struct ib_conn *ic)
 {
-	struct ib_srq *s = ic->tl->srq;
-
-	for (; ic->sig_tail != ic->sig_head; ic->sig_tail++) {
-		struct ib_sig *g = &ic->sig[ic->sig_tail & ic->sig_mask];
-
-		if (g->kind == IB_WR_SEND && g->chunk != UINT64_MAX)
-			ib_srq_tx_put(s, (int32_t)g->chunk);
-	}
+	ib_cold_tx_release(ic);
 	if (ic->rx_cold)
-		ib_srq_rx_release(s, &ic->srx);
+		ib_srq_rx_release(ic->tl->srq, &ic->srx);
 }
 
 void ib_ep_live_add(struct ib_conn *ic)
@@ -1868,9 +1892,9 @@ _Static_assert(sizeof(struct ib_ctrl) <= IB_SRQ_CTRL_SLOT,
 static int ib_ep_alloc_cold(struct ib_conn *ic)
 {
 	struct ib_tl *tl = ic->tl;
-	/* the pool grows by the peer's share before it grants it (ib_srq.h),
-	 * or says why it could not; the share returns at ib_ep_destroy */
-	int ret = ib_srq_rx_join(tl->srq, &ic->srx);
+	/* the pool grows by the peer's share before it grants it, or goes
+	 * by asking (ib_srq.h); the share returns at ib_ep_destroy */
+	int ret = ib_srq_rx_join(tl->srq, &ic->srx, ic->conn->peer);
 
 	if (ret)
 		return ret;

@@ -61,8 +61,9 @@ static int ib_srq_reg(struct ib_srq *s, uint32_t first, uint32_t n)
 }
 
 /* Receive buffers registered and posted up to want (at most cfg.bufs).
- * 0 or a negative errno (logged). */
-static int ib_srq_rx_grow(struct ib_srq *s, uint64_t want)
+ * 0, -EIO (a post failed, logged), or the registration's negative errno
+ * with *np the buffers it was for (the caller says for whom). */
+static int ib_srq_rx_grow(struct ib_srq *s, uint64_t want, unsigned int *np)
 {
 	unsigned int n, i;
 	int ret;
@@ -74,11 +75,7 @@ static int ib_srq_rx_grow(struct ib_srq *s, uint64_t want)
 	n = (unsigned int)want - s->nbufs;
 	ret = ib_srq_reg(s, s->nbufs, n);
 	if (ret) {
-		rdmach_err("ib: registering %u more shared receive buffers "
-			   "(%zu bytes, the pool at %u of %u) on %s failed: "
-			   "%s (ulimit -l?)", n, (size_t)n * s->cfg.buf_size,
-			   s->nbufs, s->cfg.bufs, s->dev->name,
-			   strerror(-ret));
+		*np = n;
 		return ret;
 	}
 	/* registered; credits come only from what gets posted */
@@ -138,6 +135,7 @@ int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev,
 {
 	struct ib_srq *s = calloc(1, sizeof(*s));
 	struct ibv_srq_init_attr ia;
+	unsigned int n = 0;
 	int ret = -ENOMEM;
 
 	if (!s)
@@ -159,14 +157,22 @@ int ib_srq_open(struct ib_srq **srqp, struct ib_dev *dev,
 		goto err;
 	}
 	/* the first piece: a bad memlock limit shows at start-up */
-	ret = ib_srq_rx_grow(s, s->share);
-	if (ret)
+	ret = ib_srq_rx_grow(s, s->share, &n);
+	if (ret) {
+		if (n)
+			rdmach_err("ib: registering the shared receive pool's "
+				   "first %u buffers (%zu bytes) on %s failed: "
+				   "%s (ulimit -l?)", n,
+				   (size_t)n * cfg->buf_size, dev->name,
+				   strerror(-ret));
 		goto err;
+	}
 	ret = ib_srq_tx_grow(s);
 	if (ret) {
-		rdmach_err("ib: registering the shared path's send buffers "
-			   "on %s failed: %s (ulimit -l?)", dev->name,
-			   strerror(-ret));
+		rdmach_err("ib: registering the shared path's first %u send "
+			   "buffers (%zu bytes) on %s failed: %s (ulimit -l?)",
+			   IB_SRQ_TX_PIECE, (size_t)IB_SRQ_TX_PIECE *
+			   cfg->buf_size, dev->name, strerror(-ret));
 		goto err;
 	}
 	*srqp = s;
@@ -249,13 +255,34 @@ void ib_srq_ctrl_put(struct ib_srq *s, void *slot)
 
 /* ---- credits ---------------------------------------------------------- */
 
-int ib_srq_rx_join(struct ib_srq *s, struct ib_srq_rx *rx)
+/* The pool could not grow for peer: from now on it goes by asking
+ * (ib_srq.h), said once. */
+static void ib_srq_rx_stuck(struct ib_srq *s, int peer, unsigned int n,
+			    int err)
 {
-	/* its share posted first: the grant below is of posted buffers */
-	int ret = ib_srq_rx_grow(s, ((uint64_t)s->peers + 2) * s->share);
+	s->rx_stuck = 1;
+	s->cfg.ask = 1;
+	rdmach_warn("ib: registering %u more shared receive buffers (%zu "
+		    "bytes) on %s for rank %d failed: %s (ulimit -l?); the "
+		    "pool stays at %u of %u buffers and grants credits one at "
+		    "a time to the peers that ask", n,
+		    (size_t)n * s->cfg.buf_size, s->dev->name, peer,
+		    strerror(-err), s->nbufs, s->cfg.bufs);
+}
 
-	if (ret)
+int ib_srq_rx_join(struct ib_srq *s, struct ib_srq_rx *rx, int peer)
+{
+	unsigned int n = 0;
+	int ret = 0;
+
+	/* its share posted first: the grant below is of posted buffers */
+	if (!s->rx_stuck)
+		ret = ib_srq_rx_grow(s, ((uint64_t)s->peers + 2) * s->share,
+				     &n);
+	if (ret && !n)
 		return ret;
+	if (ret)
+		ib_srq_rx_stuck(s, peer, n, ret);
 	memset(rx, 0, sizeof(*rx));
 	rx->head = rx->tail = -1;
 	s->peers++;
@@ -331,9 +358,10 @@ int ib_srq_tx_room(struct ib_srq *s, unsigned int n)
 	if (ret) {
 		s->tx_stuck = 1;
 		rdmach_warn("ib: registering %u more shared-path send buffers "
-			    "on %s failed: %s (ulimit -l?); sends wait for the "
-			    "%u there are", IB_SRQ_TX_PIECE, s->dev->name,
-			    strerror(-ret), s->txbufs);
+			    "(%zu bytes) on %s failed: %s (ulimit -l?); sends "
+			    "wait for the %u there are", IB_SRQ_TX_PIECE,
+			    (size_t)IB_SRQ_TX_PIECE * s->cfg.buf_size,
+			    s->dev->name, strerror(-ret), s->txbufs);
 		return 0;
 	}
 	return s->tx_nfree >= n;

@@ -96,7 +96,8 @@ struct ib_srq {
 	unsigned int peers;	/* cold peers holding a share */
 	uint64_t outstanding;	/* credits granted and not used, all peers */
 	unsigned int txbufs;	/* send buffers registered */
-	int tx_stuck;		/* registering more failed: no more tries */
+	int rx_stuck, tx_stuck;	/* registering more failed: no more
+				 * tries */
 	struct ib_dev *dev;
 	int32_t *tx_free;	/* stack of free send buffers */
 	unsigned int tx_nfree;
@@ -181,8 +182,11 @@ static inline uint64_t ib_srq_free(const struct ib_srq *s)
  *   then the peer is granted up to cfg.credits, never more than
  *   ib_srq_free: a grant is only ever made of buffers already posted, so
  *   the credits granted and not used never exceed the buffers posted.
- *   Growing failed: the join fails (-errno, logged) and so does the
- *   endpoint; no credits are granted on a pool that could not grow.
+ *   Registering the share failed: the pool stays as it is and goes by
+ *   asking from then on (cfg.ask, warned once): credits one at a time
+ *   out of what is free, which is at least the share the pool holds
+ *   beyond its peers' grants, so the peer joins all the same.  Only a
+ *   failed post fails the join (-EIO, logged).
  * - later grants (ib_srq_grant) top a peer up to cfg.credits from what
  *   is free; the pool holds a share for every peer joined, so each
  *   peer's full grant fits at once.  In asking mode (cfg.ask) grants go
@@ -191,9 +195,9 @@ static inline uint64_t ib_srq_free(const struct ib_srq *s)
  *   onto a ring): its unused credits and unread buffers return, and its
  *   share stays in the pool for the next peer.
  */
-/* rx set up for a peer joining, its first grant in rx->grant0 (and
- * told: it travels in our address).  0 or a negative errno. */
-int ib_srq_rx_join(struct ib_srq *s, struct ib_srq_rx *rx);
+/* rx set up for rank peer joining, its first grant in rx->grant0 (and
+ * told: it travels in our address).  0 or -EIO. */
+int ib_srq_rx_join(struct ib_srq *s, struct ib_srq_rx *rx, int peer);
 /* Up to cfg.credits more credits for rx (fewer if the pool is short):
  * the number granted. */
 uint64_t ib_srq_grant(struct ib_srq *s, struct ib_srq_rx *rx);

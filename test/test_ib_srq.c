@@ -6,7 +6,9 @@
  * ways at once, a cap of 2 rings with 8 active peers, large messages
  * (zero-copy, superpipeline) from a cold peer, a read in place whose
  * consume follows a large put back, a pool that grows by a share per
- * cold peer connected (and not before); the counters of
+ * cold peer connected (and not before), registration failing under a
+ * real `ulimit -l` (at start-up, as cold peers join, for send buffers)
+ * and a dead peer holding every send buffer; the counters of
  * rdmach_print_stats say which path carried what, and the adapter's RNR
  * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
@@ -15,9 +17,13 @@
 #include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
+#include <linux/capability.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bench/src/bench_proc.h"
@@ -463,6 +469,286 @@ static int srq_pool_grows(struct tst *t)
 	return srq_check_rnr(t);
 }
 
+/* This process may pin bytes at most (RLIM_INFINITY: any), as a user
+ * whose `ulimit -l` is that: RLIMIT_MEMLOCK.  0 or -errno. */
+static int srq_memlock(uint64_t bytes)
+{
+	struct rlimit rl = { bytes, bytes };
+
+	return setrlimit(RLIMIT_MEMLOCK, &rl) ? -errno : 0;
+}
+
+/* The limit binds this process: CAP_IPC_LOCK dropped (root ignores
+ * RLIMIT_MEMLOCK with it).  Before init: uverbs refuses the commands
+ * it takes by write() from credentials other than the opener's (EACCES
+ * on every post of rxe's), so they must not change once the device is
+ * open.  0 or -errno. */
+static int srq_no_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	uint32_t bit = 1u << (CAP_IPC_LOCK % 32);
+
+	if (syscall(SYS_capget, &h, d))
+		return -errno;
+	d[CAP_IPC_LOCK / 32].effective &= ~bit;
+	d[CAP_IPC_LOCK / 32].permitted &= ~bit;
+	d[CAP_IPC_LOCK / 32].inheritable &= ~bit;
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
+/* How often needle occurs in hay. */
+static int srq_count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (; (hay = strstr(hay, needle)); hay++)
+		n++;
+	return n;
+}
+
+/* `ulimit -l` too small for even the pool's first piece (16 x 8 KiB): the
+ * context does not come up; init says so (device, bytes, ulimit -l) and
+ * returns -ENOMEM, on every rank, without waiting for anything. */
+static int srq_reg_fails_at_start(struct tst *t)
+{
+	const char *tr = getenv("RDMACH_TRANSPORT");
+	struct tst_capture cap;
+	char out[4096];
+	uint64_t t0;
+	int err;
+
+	if (!tr || strcmp(tr, "ib"))
+		return tst_skip(t, "RDMACH_TRANSPORT=ib only");
+	setenv("RDMACH_CONNECT", "demand", 1);
+	TST_CHECK0(t, srq_memlock(64 << 10));
+	TST_CHECK0(t, srq_no_ipc_lock());
+	TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	t0 = rdmach_now_ns();
+	err = tst_connect(t, &t->ctx);
+	t0 = rdmach_now_ns() - t0;
+	tst_capture_end(t, &cap, out, sizeof(out));
+	tst_log(t, "init with 64 KiB of memlock: %s after %" PRIu64 " ms",
+		tst_errname(err), t0 / 1000000);
+	TST_CHECK(t, err == -ENOMEM, "init and connect with 64 KiB of memlock "
+		  "returned %d (%s), not -ENOMEM", err, tst_errname(err));
+	TST_CHECK(t, strstr(out, "first 16 buffers (131072 bytes) on ") &&
+		  strstr(out, "ulimit -l") && strstr(out, strerror(ENOMEM)),
+		  "no message naming the bytes and ulimit -l: %s", out);
+	return 0;
+}
+
+/* 4 ranks; rank 0 may pin what it has after start-up, one cold peer's
+ * share (16 x 8 KiB) and ctrl page, and a few ctrl pages more: its pool
+ * grows for rank 1, then cannot for ranks 2 and 3, nor can its send
+ * buffers (8 x 8 KiB a piece).  Each is said once (device, bytes, rank,
+ * ulimit -l); the pool stays at 2 shares and goes by asking, the send
+ * buffers at 8; every stream both ways between all pairs completes
+ * byte-exact, without an RNR, within the stall limit. */
+static int srq_reg_fails_grow(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_IB_RING_AFTER", "1000000000", "RDMACH_LARGE",
+		"pipeline", NULL };
+	struct srq_st st;
+	struct tst_capture cap;
+	char out[8192];
+	int64_t pin0, pin1, lim = 0;
+	int ret = 0;
+
+	if (t->rank == 0)	/* no limit until start-up is over */
+		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
+	if (ret)
+		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
+				strerror(-ret));
+	ret = srq_connect(t, env);
+	if (ret)
+		return ret;
+	pin0 = srq_vmpin();
+	if (t->rank == 0) {
+		if (pin0 < 0)
+			return tst_skip(t, "no VmPin to size the limit by");
+		lim = pin0 + (16 << 13) + 4096 + 4 * 4096;
+		TST_CHECK0(t, srq_memlock((uint64_t)lim));
+		TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	}
+	TST_CHECK0(t, tst_barrier(t));
+	ret = srq_pool_phase(t, 0);
+	if (!ret)
+		ret = tst_barrier(t);
+	if (!ret)
+		ret = srq_pool_phase(t, 1);
+	if (t->rank)
+		return ret;
+	tst_capture_end(t, &cap, out, sizeof(out));
+	if (ret)
+		return ret;
+	pin1 = srq_vmpin();
+	TST_CHECK0(t, srq_stats(t, &st));
+	tst_log(t, "memlock %" PRId64 ": VmPin %" PRId64 " -> %" PRId64,
+		lim, pin0, pin1);
+	TST_CHECK(t, st.bufs == 32 && st.pieces == 2 && st.txbufs == 8 &&
+		  st.txp == 1 && st.rings == 0, "pool %u in %u pieces, %u "
+		  "send buffers in %u (the limit not enforced?)", st.bufs,
+		  st.pieces, st.txbufs, st.txp);
+	TST_CHECK(t, pin1 <= lim, "VmPin %" PRId64 " above the limit %" PRId64,
+		  pin1, lim);
+	TST_CHECK(t, srq_count(out, "more shared receive buffers (131072 "
+			       "bytes) on ") == 1 &&
+		  (strstr(out, "for rank 2 failed: ") ||
+		   strstr(out, "for rank 3 failed: ")) &&
+		  srq_count(out, "more shared-path send buffers (65536 "
+			    "bytes) on ") == 1 &&
+		  srq_count(out, "(ulimit -l?)") == 2 &&
+		  srq_count(out, strerror(ENOMEM)) == 2,
+		  "not one message each naming the bytes, the rank, the error "
+		  "and ulimit -l: %s", out);
+	return srq_check_rnr(t);
+}
+
+/* 2 ranks; rank 0 may pin nothing beyond what start-up left: not even
+ * the ctrl words of a connection.  Rank 1's first put asks for one; rank
+ * 0 cannot make its end (its message names the bytes, the rank, the
+ * device, ulimit -l; the connection -ENOMEM) and says so to rank 1, whose
+ * put fails with -ECONNRESET at once, not at RDMACH_CONNECT_TIMEOUT_MS. */
+static int srq_reg_fails_endpoint(struct tst *t)
+{
+	uint8_t b[100] = { 0 };
+	struct iovec iov = { b, sizeof(b) };
+	struct tst_capture cap;
+	char out[4096];
+	const char *why;
+	rdmach_conn_t *c;
+	uint64_t t0;
+	ssize_t n;
+	int ret = 0;
+
+	if (t->rank == 0)	/* no limit until start-up is over */
+		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
+	if (ret)
+		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
+				strerror(-ret));
+	ret = srq_connect(t, (const char *const[]){ NULL });
+	if (ret)
+		return ret;
+	c = tst_conn(t, 1 - t->rank);
+	if (!c)
+		return -1;
+	if (t->rank == 0) {
+		TST_CHECK0(t, srq_memlock((uint64_t)srq_vmpin()));
+		TST_CHECK0(t, tst_capture_begin(&cap, 0));
+	}
+	TST_CHECK0(t, tst_barrier(t));
+	t0 = rdmach_now_ns();
+	do	/* rank 0 only answers: its get polls */
+		n = t->rank ? rdmach_put(c, &iov, 1) : rdmach_get(c, &iov, 1);
+	while (n == 0 && rdmach_now_ns() - t0 < 60000000000ull);
+	t0 = rdmach_now_ns() - t0;
+	why = rdmach_conn_error(c);
+	if (t->rank == 0)
+		tst_capture_end(t, &cap, out, sizeof(out));
+	tst_log(t, "%s after %.1f ms: %s", tst_errname(n), (double)t0 / 1e6,
+		why ? why : "");
+	if (t->rank)
+		TST_CHECK(t, n == -ECONNRESET && t0 < 5000000000ull && why &&
+			  strstr(why, "rank 0 on host ") &&
+			  strstr(why, "could not make its end"), "put to "
+			  "rank 0: %zd (%s) after %.1f s: %s", n,
+			  tst_errname(n), (double)t0 / 1e9, why ? why : "");
+	else
+		TST_CHECK(t, n == -ENOMEM && strstr(out, "bytes for rank 1 on ")
+			  && strstr(out, "(ulimit -l?)") &&
+			  strstr(out, strerror(ENOMEM)), "get from rank 1: %zd "
+			  "(%s); logged: %s", n, tst_errname(n), out);
+	return srq_check_rnr(t);
+}
+
+/* 3 ranks; rank 0's send buffers cannot grow past the first 8 (its
+ * `ulimit -l` what start-up left).  Rank 2 is killed; rank 0's puts to it
+ * then take all 8 (SENDs nobody acknowledges) until its QP fails, and
+ * must give them back then: else rank 0 could never again send rank 1 a
+ * message that does not go inline.  The stream to rank 1 completes
+ * byte-exact; rank 2's connection says -ECONNRESET. */
+static int srq_tx_dead_peer(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_IB_RING_AFTER", "1000000000", "RDMACH_LARGE",
+		"pipeline", NULL };
+	uint64_t total = tst_scaled(1u << 20, 256 << 10);
+	uint8_t msg[4000] = { 0 }, *big;
+	struct iovec iov = { msg, sizeof(msg) };
+	rdmach_conn_t *c1, *c2;
+	struct srq_st st;
+	uint64_t t0;
+	ssize_t n = 0;
+	int ret = 0, held = 0;
+
+	if (t->rank == 0)	/* no limit until start-up is over */
+		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
+	if (ret)
+		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
+				strerror(-ret));
+	ret = srq_connect(t, env);
+	if (ret)
+		return ret;
+	c1 = tst_conn(t, t->rank ? 0 : 1);
+	c2 = tst_conn(t, t->rank ? 0 : 2);
+	if (!c1 || !c2)
+		return -1;
+	if (t->rank) {		/* connected, with a message from rank 0 */
+		TST_CHECK0(t, tst_get_all(t, c1, 0, tst_stream_seed(t, 0,
+							t->rank), 100));
+		TST_CHECK0(t, tst_barrier(t));
+		if (t->rank == 2) {
+			t->shared[0] = 1;
+			raise(SIGKILL);
+		}
+		return tst_get_all(t, c1, 0, tst_stream_seed(t, 0, 1), total);
+	}
+	TST_CHECK0(t, tst_put_all(t, c1, 1, tst_stream_seed(t, 0, 1), 100));
+	TST_CHECK0(t, tst_put_all(t, c2, 2, tst_stream_seed(t, 0, 2), 100));
+	TST_CHECK0(t, srq_memlock((uint64_t)srq_vmpin()));
+	TST_CHECK0(t, tst_barrier(t));
+	for (t0 = rdmach_now_ns(); !__atomic_load_n(&t->shared[0],
+						      __ATOMIC_SEQ_CST);)
+		TST_CHECK(t, rdmach_now_ns() - t0 < 10000000000ull, "rank 2 "
+			  "did not die");
+	usleep(100000);
+	rdmach_progress(t->ctx);	/* the 100-byte SENDs' completions */
+	/* each put a SEND from a send buffer of its own, within credits */
+	while (held < 64 && (n = rdmach_put(c2, &iov, 1)) == sizeof(msg))
+		held++;
+	TST_CHECK(t, held == 8 && n == 0, "puts to the dead rank 2 took %d "
+		  "send buffers, then %zd (%s), not the 8 there are", held, n,
+		  tst_errname(n));
+	/* in messages of a buffer each (8 KiB); rdmach_progress reports
+	 * rank 2's failure, which the loop of tst_xfer_iov leaves alone */
+	big = malloc(total);
+	if (!big)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(big, total, tst_stream_seed(t, 0, 1), 0);
+	iov.iov_base = big;
+	iov.iov_len = total;
+	t0 = rdmach_now_ns();
+	ret = tst_xfer_iov(t, c1, 1, &iov, 1);
+	free(big);
+	if (ret)
+		return ret;
+	iov.iov_base = msg;
+	iov.iov_len = sizeof(msg);
+	tst_log(t, "the stream to rank 1 took %.1f ms",
+		(double)(rdmach_now_ns() - t0) / 1e6);
+	while ((n = rdmach_put(c2, &iov, 1)) >= 0 &&
+	       rdmach_now_ns() - t0 < tst_stall_ns())
+		rdmach_progress(t->ctx);
+	TST_CHECK(t, n == -ECONNRESET, "put to the dead rank 2: %zd (%s)", n,
+		  tst_errname(n));
+	TST_CHECK0(t, srq_stats(t, &st));
+	TST_CHECK(t, st.txbufs == 8, "%u send buffers: the limit did not "
+		  "hold them at 8", st.txbufs);
+	return srq_check_rnr(t);
+}
+
 static const struct tst_case srq_cases[] = {
 	{ "srq_tiny_pool", 2, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
 	{ "srq_tiny_pool_4", 4, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
@@ -475,6 +761,15 @@ static const struct tst_case srq_cases[] = {
 	  { 0 } },
 	{ "srq_peek_put_consume", 2, srq_peek_put_consume, TST_NO_CTX, NULL,
 	  { 0 } },
+	{ "srq_reg_fails_at_start", 2, srq_reg_fails_at_start, TST_NO_CTX,
+	  NULL, { 0 } },
+	{ "srq_reg_fails_grow", 4, srq_reg_fails_grow, TST_NO_CTX, NULL,
+	  { 0 } },
+	{ "srq_reg_fails_endpoint", 2, srq_reg_fails_endpoint, TST_NO_CTX,
+	  NULL, { 0 } },
+	{ "srq_tx_dead_peer", 3, srq_tx_dead_peer,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
+	  { 0, 0, -SIGKILL } },
 };
 
 int main(int argc, char **argv)
