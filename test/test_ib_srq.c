@@ -497,6 +497,20 @@ static int srq_no_ipc_lock(void)
 	return syscall(SYS_capset, &h, d) ? -errno : 0;
 }
 
+/* srq_connect with rank 0 rid of CAP_IPC_LOCK first (and without a
+ * memlock limit until start-up is over): the caller sets the limit. */
+static int srq_connect_unlocked(struct tst *t, const char *const *env)
+{
+	int ret = 0;
+
+	if (t->rank == 0)
+		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
+	if (ret)
+		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
+				strerror(-ret));
+	return srq_connect(t, env);
+}
+
 /* How often needle occurs in hay. */
 static int srq_count(const char *hay, const char *needle)
 {
@@ -556,12 +570,7 @@ static int srq_reg_fails_grow(struct tst *t)
 	int64_t pin0, pin1, lim = 0;
 	int ret = 0;
 
-	if (t->rank == 0)	/* no limit until start-up is over */
-		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
-	if (ret)
-		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
-				strerror(-ret));
-	ret = srq_connect(t, env);
+	ret = srq_connect_unlocked(t, env);
 	if (ret)
 		return ret;
 	pin0 = srq_vmpin();
@@ -623,12 +632,7 @@ static int srq_reg_fails_endpoint(struct tst *t)
 	ssize_t n;
 	int ret = 0;
 
-	if (t->rank == 0)	/* no limit until start-up is over */
-		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
-	if (ret)
-		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
-				strerror(-ret));
-	ret = srq_connect(t, (const char *const[]){ NULL });
+	ret = srq_connect_unlocked(t, (const char *const[]){ NULL });
 	if (ret)
 		return ret;
 	c = tst_conn(t, 1 - t->rank);
@@ -683,12 +687,7 @@ static int srq_tx_dead_peer(struct tst *t)
 	ssize_t n = 0;
 	int ret = 0, held = 0;
 
-	if (t->rank == 0)	/* no limit until start-up is over */
-		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
-	if (ret)
-		return tst_fail(t, "dropping CAP_IPC_LOCK: %s",
-				strerror(-ret));
-	ret = srq_connect(t, env);
+	ret = srq_connect_unlocked(t, env);
 	if (ret)
 		return ret;
 	c1 = tst_conn(t, t->rank ? 0 : 1);

@@ -526,52 +526,55 @@ static const struct seg_forge seg_forges[] = {
 	{ "slot_rank[1]", offsetof(struct shm_seg_hdr, slot_rank) + 4, 0, 7 },
 };
 
+/* Make a segment, forge one field of its header (f, or none), and map
+ * it as writer rank 1 would: shm_seg_attach's result (and *slot). */
+static int seg_map_as_writer(struct tst *t, const struct seg_forge *f,
+			     int *slot)
+{
+	struct shm_seg seg, peer;
+	char desc[128];
+	int err;
+
+	if (seg_make(t, &seg))
+		return -1;
+	if (f) {
+		uint64_t v = f->val == UINT64_MAX ? seg.size : f->val;
+
+		if (f->wide)
+			memcpy((char *)seg.base + f->off, &v, 8);
+		else
+			memcpy((char *)seg.base + f->off,
+			       &(uint32_t){ (uint32_t)v }, 4);
+	}
+	shm_seg_describe(&seg, desc, sizeof(desc));
+	memset(&peer, 0, sizeof(peer));
+	err = shm_seg_attach(&peer, desc, 0, 1, slot);
+	if (!err)
+		shm_seg_detach(&peer);
+	shm_seg_detach(&seg);
+	return err;
+}
+
 /* A segment whose header puts rings, control blocks or the slot table
  * outside the mapping, or has no slot for the writer, is refused when
  * mapped (-EPROTO); as made, it maps with the writer's slot. */
 static int seg_header_checked(struct tst *t)
 {
-	char desc[128];
 	unsigned i;
-	int slot = -1;
+	int slot = -1, err;
 
-	{
-		struct shm_seg seg, peer;
-		int err;
-
-		if (seg_make(t, &seg))
-			return -1;
-		shm_seg_describe(&seg, desc, sizeof(desc));
-		memset(&peer, 0, sizeof(peer));
-		err = shm_seg_attach(&peer, desc, 0, 1, &slot);
-		if (!err)
-			shm_seg_detach(&peer);
-		shm_seg_detach(&seg);
-		TST_CHECK(t, !err && slot == 1, "attach %s, slot %d",
-			  rdmach_strerror(err), slot);
-	}
-
+	err = seg_map_as_writer(t, NULL, &slot);
+	TST_CHECK(t, !err && slot == 1, "attach %s, slot %d",
+		  rdmach_strerror(err), slot);
 	for (i = 0; i < sizeof(seg_forges) / sizeof(seg_forges[0]); i++) {
 		const struct seg_forge *f = &seg_forges[i];
-		struct shm_seg seg, peer;
 		uint64_t v;
-		int err;
 
-		if (seg_make(t, &seg))
-			return -1;
-		v = f->val == UINT64_MAX ? seg.size : f->val;
-		if (f->wide)
-			memcpy((char *)seg.base + f->off, &v, 8);
-		else
-			memcpy((char *)seg.base + f->off, &(uint32_t){ (uint32_t)v }, 4);
-		shm_seg_describe(&seg, desc, sizeof(desc));
-		memset(&peer, 0, sizeof(peer));
-		err = shm_seg_attach(&peer, desc, 0, 1, &slot);
-		if (!err)
-			shm_seg_detach(&peer);
-		shm_seg_detach(&seg);
-		TST_CHECK(t, err == -EPROTO, "%s = %#llx: attach %s", f->what,
-			  (unsigned long long)v, err ? rdmach_strerror(err) :
+		err = seg_map_as_writer(t, f, &slot);
+		v = f->val;
+		TST_CHECK(t, err == -EPROTO, "%s = %#llx%s: attach %s", f->what,
+			  (unsigned long long)v, v == UINT64_MAX ?
+			  " (the size)" : "", err ? rdmach_strerror(err) :
 			  "succeeded");
 	}
 	return 0;
