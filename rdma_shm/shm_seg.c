@@ -497,7 +497,7 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank,
 {
 	size_t size = 0;
 	void *base;
-	int fd, err;
+	int fd, err, i;
 
 	memset(seg, 0, sizeof(*seg));
 	seg->fd = -1;
@@ -516,7 +516,7 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank,
 			   size, peer_rank, strerror(errno));
 		goto err_close;
 	}
-	err = shm_seg_adopt(seg, base, size, peer_rank, writer_rank, slot);
+	err = shm_seg_adopt(seg, base, size, peer_rank, writer_rank, &i);
 	if (err)
 		goto err_unmap;
 	/* the rings we write: their pages in place now, not at the first
@@ -531,6 +531,7 @@ int shm_seg_attach(struct shm_seg *seg, const char *desc, int peer_rank,
 	close(fd);
 	seg->base = base;
 	seg->size = size;
+	*slot = i;
 	return 0;
 
 err_unmap:
