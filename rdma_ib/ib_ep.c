@@ -213,6 +213,17 @@ static void ib_activity(struct ib_conn *ic)
 
 static void ib_cold_tx_release(struct ib_conn *ic);
 
+/* A QP in error completes its signalled WRs only as errors, which
+ * ib_completion does not count: their places among the process's
+ * signalled WRs in flight go back now, or every failed connection would
+ * shrink what the others may post (the CQ keeps room for a QP's worth
+ * of flushes besides: ib_iface.c). */
+static void ib_sig_forget(struct ib_conn *ic)
+{
+	ic->tl->sig_inflight -= (unsigned int)(ic->sig_head - ic->sig_tail);
+	ic->sig_tail = ic->sig_head;
+}
+
 static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 {
 	char msg[160];
@@ -223,6 +234,7 @@ static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 	 * finalize) */
 	if (ic->tl->srq)
 		ib_cold_tx_release(ic);
+	ib_sig_forget(ic);
 	if (ic->broken)
 		return;
 	ic->broken = 1;

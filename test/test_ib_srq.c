@@ -29,6 +29,8 @@
 #include "bench/src/bench_proc.h"
 #include "core/log.h"
 #include "lib/tst.h"
+#include "rdma_ib/ib_ep.h"
+#include "rdma_ib/ib_tl.h"
 
 /* The ib line of rdmach_print_stats (rdma_ib/ib_iface.c). */
 struct srq_st {
@@ -667,6 +669,32 @@ static int srq_reg_fails_endpoint(struct tst *t)
 	return srq_check_rnr(t);
 }
 
+/* The signalled WRs of dead's QP, in error, count no more against the
+ * others' (RDMACH_IB_CQ_SIGNALLED): the process's count is the live ib
+ * connections' own. */
+static int srq_sig_check(struct tst *t, rdmach_conn_t *dead)
+{
+	const struct ib_conn *d = dead->priv;
+	uint64_t live = 0;
+	int p;
+
+	for (p = 0; p < t->size; p++) {
+		rdmach_conn_t *c = tst_conn(t, p);
+		const char *tr = c ? rdmach_conn_transport(c) : NULL;
+		const struct ib_conn *ic;
+
+		if (c == dead || !tr || strcmp(tr, "ib") || !c->priv)
+			continue;
+		ic = c->priv;
+		live += ic->sig_head - ic->sig_tail;
+	}
+	TST_CHECK(t, d->sig_head == d->sig_tail && d->tl->sig_inflight == live,
+		  "signalled WRs in flight: %u, %" PRIu64 " of them the live "
+		  "connections', %" PRIu64 " the dead one's",
+		  d->tl->sig_inflight, live, d->sig_head - d->sig_tail);
+	return 0;
+}
+
 /* 3 ranks; rank 0's send buffers cannot grow past the first 8 (its
  * `ulimit -l` what start-up left).  Rank 2 is killed; rank 0's puts to it
  * then take all 8 (SENDs nobody acknowledges) until its QP fails, and
@@ -742,6 +770,7 @@ static int srq_tx_dead_peer(struct tst *t)
 		rdmach_progress(t->ctx);
 	TST_CHECK(t, n == -ECONNRESET, "put to the dead rank 2: %zd (%s)", n,
 		  tst_errname(n));
+	TST_CHECK0(t, srq_sig_check(t, c2));
 	TST_CHECK0(t, srq_stats(t, &st));
 	TST_CHECK(t, st.txbufs == 8, "%u send buffers: the limit did not "
 		  "hold them at 8", st.txbufs);
