@@ -119,14 +119,22 @@ static int srq_check_rnr(struct tst *t)
 	return 0;
 }
 
+/* RDMACH_TRANSPORT=ib, or the case is skipped (TST_SKIP). */
+static int srq_ib_only(struct tst *t)
+{
+	const char *tr = getenv("RDMACH_TRANSPORT");
+
+	return tr && !strcmp(tr, "ib") ? 0 :
+	       tst_skip(t, "RDMACH_TRANSPORT=ib only");
+}
+
 /* Knobs (name, value, ..., NULL), demand connections, context up. */
 static int srq_connect(struct tst *t, const char *const *env)
 {
-	const char *tr = getenv("RDMACH_TRANSPORT");
-	int err;
+	int err = srq_ib_only(t);
 
-	if (!tr || strcmp(tr, "ib"))
-		return tst_skip(t, "RDMACH_TRANSPORT=ib only");
+	if (err)
+		return err;
 	setenv("RDMACH_CONNECT", "demand", 1);
 	for (; env[0]; env += 2)
 		setenv(env[0], env[1], 1);
@@ -503,8 +511,10 @@ static int srq_no_ipc_lock(void)
  * memlock limit until start-up is over): the caller sets the limit. */
 static int srq_connect_unlocked(struct tst *t, const char *const *env)
 {
-	int ret = 0;
+	int ret = srq_ib_only(t);
 
+	if (ret)
+		return ret;
 	if (t->rank == 0)
 		ret = srq_memlock(RLIM_INFINITY) ?: srq_no_ipc_lock();
 	if (ret)
@@ -528,14 +538,13 @@ static int srq_count(const char *hay, const char *needle)
  * returns -ENOMEM, on every rank, without waiting for anything. */
 static int srq_reg_fails_at_start(struct tst *t)
 {
-	const char *tr = getenv("RDMACH_TRANSPORT");
 	struct tst_capture cap;
 	char out[4096];
 	uint64_t t0;
-	int err;
+	int err = srq_ib_only(t);
 
-	if (!tr || strcmp(tr, "ib"))
-		return tst_skip(t, "RDMACH_TRANSPORT=ib only");
+	if (err)
+		return err;
 	setenv("RDMACH_CONNECT", "demand", 1);
 	TST_CHECK0(t, srq_memlock(64 << 10));
 	TST_CHECK0(t, srq_no_ipc_lock());
