@@ -209,6 +209,10 @@ void ib_srq_print(const struct ib_srq *s, FILE *out)
 		"buffers in %u", s->nbufs, s->cfg.bufs, s->cfg.buf_size,
 		s->npieces - s->tx_pieces, s->txbufs, IB_SRQ_TXBUFS,
 		s->tx_pieces);
+	if (s->rx_stuck)
+		fprintf(out, "; the pool could not grow: credits by asking");
+	if (s->tx_stuck)
+		fprintf(out, "; the send buffers could not grow");
 }
 
 /* ---- ctrl slots of cold connections ------------------------------------ */

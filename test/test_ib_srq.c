@@ -37,6 +37,7 @@ struct srq_st {
 	uint64_t out, out_b, in, in_b, no_credit, grants;
 	uint64_t rings, rings_max, promotions, switches, at_cap;
 	unsigned int bufs, bufs_max, buf_size, pieces, txbufs, txmax, txp;
+	int rx_stuck, tx_stuck;		/* the pool said it could not grow */
 };
 
 static int srq_stats(struct tst *t, struct srq_st *st)
@@ -66,6 +67,14 @@ static int srq_stats(struct tst *t, struct srq_st *st)
 			   &st->promotions, &st->switches, &st->at_cap,
 			   &st->bufs, &st->bufs_max, &st->buf_size,
 			   &st->pieces, &st->txbufs, &st->txmax, &st->txp);
+	if (p) {
+		char *eol = strchr(p, '\n');
+
+		if (eol)
+			*eol = '\0';
+		st->rx_stuck = !!strstr(p, "the pool could not grow");
+		st->tx_stuck = !!strstr(p, "the send buffers could not grow");
+	}
 	free(buf);
 	if (n != 18)
 		return tst_fail(t, "no ib shared-path counters (%d fields)", n);
@@ -611,6 +620,9 @@ static int srq_reg_fails_grow(struct tst *t)
 		  st.txp == 1 && st.rings == 0, "pool %u in %u pieces, %u "
 		  "send buffers in %u (the limit not enforced?)", st.bufs,
 		  st.pieces, st.txbufs, st.txp);
+	TST_CHECK(t, st.rx_stuck && st.tx_stuck, "RDMACH_STATS does not say "
+		  "that the pool (%d) and the send buffers (%d) could not grow",
+		  st.rx_stuck, st.tx_stuck);
 	TST_CHECK(t, pin1 <= lim, "VmPin %" PRId64 " above the limit %" PRId64,
 		  pin1, lim);
 	TST_CHECK(t, srq_count(out, "more shared receive buffers (131072 "
