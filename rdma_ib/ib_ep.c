@@ -211,30 +211,30 @@ static void ib_activity(struct ib_conn *ic)
 	ic->idle_since = 0;
 }
 
-static void ib_cold_tx_release(struct ib_conn *ic);
-
-/* A QP in error completes its signalled WRs only as errors, which
- * ib_completion does not count: their places among the process's
- * signalled WRs in flight go back now, or every failed connection would
- * shrink what the others may post (the CQ keeps room for a QP's worth
- * of flushes besides: ib_iface.c). */
-static void ib_sig_forget(struct ib_conn *ic)
+/* The signalled WRs of a QP in error (or going) that have not completed:
+ * they complete only as errors, which ib_completion does not count.
+ * Their places among the process's signalled WRs in flight go back now,
+ * or every failed connection would shrink what the others may post (the
+ * CQ keeps room for a QP's worth of flushes besides: ib_iface.c); and
+ * so do the send buffers of their SENDs, which the QP reads no more and
+ * the other connections may need (the pool may not grow). */
+static void ib_sig_drop(struct ib_conn *ic)
 {
-	ic->tl->sig_inflight -= (unsigned int)(ic->sig_head - ic->sig_tail);
-	ic->sig_tail = ic->sig_head;
+	for (; ic->sig_tail != ic->sig_head; ic->sig_tail++) {
+		struct ib_sig *g = &ic->sig[ic->sig_tail & ic->sig_mask];
+
+		if (g->kind == IB_WR_SEND && g->chunk != UINT64_MAX)
+			ib_srq_tx_put(ic->tl->srq, (int32_t)g->chunk);
+		ic->tl->sig_inflight--;
+	}
 }
 
 static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 {
 	char msg[160];
 
-	/* the QP is in error (failed, or ib_fail moved it there): it reads
-	 * none of its sends' buffers again, and the other connections may
-	 * need them (the pool may not grow; ib_ep_destroy comes at
-	 * finalize) */
-	if (ic->tl->srq)
-		ib_cold_tx_release(ic);
-	ib_sig_forget(ic);
+	/* the QP is in error (failed, or ib_fail moved it there) */
+	ib_sig_drop(ic);
 	if (ic->broken)
 		return;
 	ic->broken = 1;
@@ -1820,25 +1820,9 @@ static void ib_sp_setup(struct ib_conn *ic)
 
 /* ---- set-up and tear-down ------------------------------------------------ */
 
-/* Send buffers of shared-path messages whose completion has not come
- * (nor will: the QP is in error or going), back to the pool once. */
-static void ib_cold_tx_release(struct ib_conn *ic)
-{
-	uint64_t i;
-
-	for (i = ic->sig_tail; i != ic->sig_head; i++) {
-		struct ib_sig *g = &ic->sig[i & ic->sig_mask];
-
-		if (g->kind == IB_WR_SEND && g->chunk != UINT64_MAX) {
-			ib_srq_tx_put(ic->tl->srq, (int32_t)g->chunk);
-			g->chunk = UINT64_MAX;
-		}
-	}
-}
-
 static void ib_cold_release(struct ib_conn *ic)
 {
-	ib_cold_tx_release(ic);
+	ib_sig_drop(ic);
 	if (ic->rx_cold)
 		ib_srq_rx_release(ic->tl->srq, &ic->srx);
 }
