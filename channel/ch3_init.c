@@ -97,11 +97,9 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t *vc)
 
 int MPIDI_CH3_VC_Destroy(MPIDI_VC_t *vc)
 {
-	MPL_free(vc->ch.rx_pkt);
 	MPL_free(vc->ch.tx_pkt);
 	MPL_free(vc->ch.rx_buf);
 	vc->ch.rx_buf = NULL;
-	vc->ch.rx_pkt = NULL;
 	vc->ch.tx_pkt = NULL;
 	vc->ch.conn = NULL;
 	return MPI_SUCCESS;

@@ -43,8 +43,10 @@
  *                              runs as soon as its message is there, as
  *                              ch3:sock's poll() does (1000)
  * and how much a VC reads ahead when it looks for the next header:
- *   RDMACH_CH3_RX_STAGING      staging buffer bytes per VC (1K, at least
- *                              2 * sizeof(MPIDI_CH3_Pkt_t)): one get takes
+ *   RDMACH_CH3_RX_STAGING      staging buffer bytes (1K, at least
+ *                              2 * sizeof(MPIDI_CH3_Pkt_t); one per
+ *                              process and one per VC with bytes staged
+ *                              between its turns): one get takes
  *                              several small packets at once; payload
  *                              beyond it is read straight into the
  *                              receive buffer
@@ -183,6 +185,15 @@ static MPIDI_CH3_PktHandler_Fcn *pkt_handlers[MPIDI_CH3_PKT_END_CH3 + 1];
  * pass starts where the last one stopped, so a peer whose packets keep
  * completing requests cannot starve the others. */
 static MPIDI_VC_t **poll_vcs;
+/* A VC holds a staging buffer only while bytes are staged in it (a header
+ * cut by the end of a get, a payload's first bytes): the others share
+ * one spare per process, as VCs are polled one at a time under CH3's
+ * lock.  So staging grows with the VCs caught mid-message, not with the
+ * peers (64 ranks on a node: 63 KiB less per process).  Headers are
+ * unpacked into one aligned copy per process too: handlers copy what
+ * they keep of a header. */
+static char *rx_spare;
+static MPIDI_CH3_Pkt_t rx_pkt_aligned;
 static int n_poll_vcs, next_poll_vc;
 /* passes between looks for connections peers made (rdmach_conns_up) */
 #define MPIDI_CH3I_CONN_PASSES 64u
@@ -194,11 +205,9 @@ int MPIDI_CH3I_Vc_activate(MPIDI_VC_t *vc)
 
 	if (vcch->polled)
 		return MPI_SUCCESS;
-	if (!vcch->rx_buf) {
-		vcch->rx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
+	if (!vcch->tx_pkt) {
 		vcch->tx_pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
-		vcch->rx_buf = MPL_malloc(idle_policy.rx_staging, MPL_MEM_BUFFER);
-		if (!vcch->rx_pkt || !vcch->tx_pkt || !vcch->rx_buf)
+		if (!vcch->tx_pkt)
 			return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
 						    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
 	}
@@ -479,6 +488,35 @@ static int corrupt_stream(MPIDI_VC_t *vc)
 	return mpi_errno;
 }
 
+/* vc's staging buffer: the spare, unless it holds one already. */
+static __attribute__((noinline)) int staging_take(MPIDI_CH3I_VC *vcch)
+{
+	if (!rx_spare) {
+		rx_spare = MPL_malloc(idle_policy.rx_staging, MPL_MEM_BUFFER);
+		if (!rx_spare)
+			return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+						    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
+	}
+	vcch->rx_buf = rx_spare;
+	rx_spare = NULL;
+	vcch->rx_pos = vcch->rx_len = 0;
+	return MPI_SUCCESS;
+}
+
+/* After vc's turn: a staging buffer with nothing left in it becomes the
+ * spare (or is freed when there is one already). */
+static inline void staging_give_back(MPIDI_CH3I_VC *vcch)
+{
+	if (!vcch->rx_buf || vcch->rx_pos != vcch->rx_len)
+		return;
+	if (rx_spare)
+		MPL_free(vcch->rx_buf);
+	else
+		rx_spare = vcch->rx_buf;
+	vcch->rx_buf = NULL;
+	vcch->rx_pos = vcch->rx_len = 0;
+}
+
 /* Read ahead into the staging buffer (its unread bytes moved to the
  * front first).  *nb = bytes got (now staged). */
 static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
@@ -488,6 +526,11 @@ static int staging_refill(MPIDI_VC_t *vc, size_t *nb)
 	struct iovec iov;
 	int mpi_errno;
 
+	if (unlikely(!vcch->rx_buf)) {
+		mpi_errno = staging_take(vcch);
+		if (mpi_errno)
+			return mpi_errno;
+	}
 	if (vcch->rx_pos) {
 		memmove(vcch->rx_buf, vcch->rx_buf + vcch->rx_pos, unread);
 		vcch->rx_pos = 0;
@@ -528,7 +571,7 @@ run_handler(MPIDI_VC_t *vc, const char *buf, size_t hdr_len, size_t avail, size_
 	intptr_t buflen;
 	int mpi_errno;
 
-	pkt = MPIDI_CH3I_Wire_unpack(vcch->rx_pkt, buf, hdr_len);
+	pkt = MPIDI_CH3I_Wire_unpack(&rx_pkt_aligned, buf, hdr_len);
 	if (!pkt_handlers[pkt->type])
 		return corrupt_stream(vc);
 	buflen = (intptr_t) (avail - hdr_len);
@@ -773,6 +816,7 @@ static int progress_pass(int *progressed)
 				break;
 		}
 		mpi_errno = poll_recv(vc, progressed);
+		staging_give_back(&vc->ch);
 		if (mpi_errno || start_count != MPIDI_CH3I_progress_completion_count)
 			break;
 	}
@@ -930,6 +974,8 @@ int MPIDI_CH3I_Progress_finalize(void)
 {
 	MPL_free(poll_vcs);
 	poll_vcs = NULL;
+	MPL_free(rx_spare);
+	rx_spare = NULL;
 	n_poll_vcs = next_poll_vc = 0;
 	return MPI_SUCCESS;
 }

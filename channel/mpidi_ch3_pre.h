@@ -31,9 +31,10 @@ typedef struct MPIDI_CH3I_VC {
 	struct MPIR_Request *sendq_tail;
 	struct rdmach_conn *conn;	/* NULL until rdmach_connect */
 	struct MPIR_Request *recv_active;
-	char *rx_buf;			/* staging: [rx_pos, rx_len) unread */
+	char *rx_buf;			/* staging: [rx_pos, rx_len) unread;
+					 * NULL when nothing is (the process's
+					 * spare serves the next get) */
 	size_t rx_pos, rx_len;
-	union MPIDI_CH3_Pkt *rx_pkt;	/* aligned copy of a misaligned header */
 	/* Header of a send started with an empty queue.  It stays put while
 	 * that send is queued: a zero-copy put must be retried with the same
 	 * iovec bases. */
