@@ -135,7 +135,9 @@ struct shm_conn {
 	int pidfd;			/* -1 for self or without pidfd */
 	uint64_t cma_addr, cma_magic;	/* the peer's published probe word */
 	int cma_ok;			/* ... read: its large puts may be CMA */
-	struct shm_seg peer_seg;	/* the peer's segment (unused for self) */
+	void *peer_base;		/* the peer's segment as mapped (NULL */
+	size_t peer_size;		/* for self): its layout is read once,
+					 * when the rings are set up */
 
 	/* send side: my rings in the peer's segment */
 	struct shm_tx_ring tx[SHM_NRINGS];

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -51,10 +52,12 @@ static const struct rdmach_knob shm_knobs[SHM_K_NUM] = {
 		"auto: 64K while this host runs at most RDMACH_SHM_WARM_MAX + 1 "
 		"of the job's processes, 16K beyond)",
 		RDMACH_KNOB_POW2 },
-	[SHM_K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE, "1K",
-		2 * SHM_LINE, 1u << 20,
+	[SHM_K_LINE_RING] = { "RDMACH_SHM_LINE_RING", RDMACH_KNOB_SIZE,
+		RDMACH_KNOB_AUTO, 2 * SHM_LINE, 1u << 20,
 		"bytes of each incoming ring of one-line packets (<= 56-byte "
-		"puts; power of two >= 128, 0 = none)",
+		"puts, and a cold writer's of up to 256 bytes; power of two "
+		">= 128, 0 = none; auto: 1K while this host runs at most "
+		"RDMACH_SHM_WARM_MAX + 1 of the job's processes, 512 beyond)",
 		RDMACH_KNOB_POW2 | RDMACH_KNOB_ZERO_OFF },
 	[SHM_K_BULK_RING] = { "RDMACH_SHM_BULK_RING", RDMACH_KNOB_SIZE, "256K",
 		4096, 256u << 20,
@@ -196,6 +199,8 @@ RDMACH_KNOB_TABLE(shm, shm_knobs);
 #define SHM_PIPE_AREA_FEW (512u << 10)
 #define SHM_RING_FEW (64u << 10)	/* RDMACH_SHM_RING_SIZE=auto */
 #define SHM_RING_MANY (16u << 10)
+#define SHM_LINE_RING_FEW 1024u	/* RDMACH_SHM_LINE_RING=auto */
+#define SHM_LINE_RING_MANY 512u
 #define SHM_PIPE_AREA_MANY (256u << 10)
 #define SHM_PIPE_AREA_FEW_PROCS 16
 
@@ -287,7 +292,8 @@ static int shm_read_knobs(struct shm_tl *tl)
 		    (i == SHM_K_CACHE_LIMIT || i == SHM_K_PIPE_AREA ||
 		     i == SHM_K_RING_SIZE))
 			v[i] = 0;	/* auto: decided at publish or connect */
-		else if (err == -ENODATA && i == SHM_K_WAKE)
+		else if (err == -ENODATA &&
+			 (i == SHM_K_WAKE || i == SHM_K_LINE_RING))
 			v[i] = UINT64_MAX;	/* auto: decided at publish */
 		else if (err)
 			return err;
@@ -422,17 +428,22 @@ static void shm_pipe_size_setup(struct shm_tl *tl, int npeers)
 			    npeers);
 }
 
-/* The main ring, now that the local processes (npeers, myself included)
- * are known: with more writers than get a bulk ring and copy area
- * (RDMACH_SHM_WARM_MAX), a cold pair's waiting puts of a few KiB cycle
- * through its main ring, so a smaller one bounds what the pairs take
- * (64 processes, every pair 256 KiB both ways through its main ring:
- * 346 MiB per node with 64 KiB rings, 154 with 16 KiB). */
+/* The main and line rings, now that the local processes (npeers, myself
+ * included) are known: with more writers than get a bulk ring and copy
+ * area (RDMACH_SHM_WARM_MAX), a cold pair's waiting puts of a few KiB
+ * cycle through its main ring, so a smaller one bounds what the pairs
+ * take (64 processes, every pair 256 KiB both ways through its main
+ * ring: 346 MiB per node with 64 KiB rings, 154 with 16 KiB); and every
+ * pair that talks cycles through its line ring, whose half still takes a
+ * cold writer's packets of 256 bytes (64 processes: 2 MiB per node
+ * less). */
 static void shm_ring_size_setup(struct shm_tl *tl, int npeers)
 {
 	tl->warm_cap = (uint64_t)npeers - 1 > tl->warm_max;
 	if (!tl->ring_size)
 		tl->ring_size = tl->warm_cap ? SHM_RING_MANY : SHM_RING_FEW;
+	if (tl->line_ring_size == UINT64_MAX)
+		tl->line_ring_size = tl->warm_cap ? SHM_LINE_RING_MANY : SHM_LINE_RING_FEW;
 	/* one no larger than the main ring would keep no more in flight */
 	if (tl->bulk_ring_size <= tl->ring_size)
 		tl->bulk_ring_size = 0;
@@ -652,6 +663,7 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 {
 	struct rdmach_ctx *ctx = tl->base.ctx;
 	const struct shm_seg *pseg = &tl->seg;
+	struct shm_seg peer_seg;
 	char key[32], val[256];
 	int tx_slot, rx_slot, err;
 
@@ -668,11 +680,13 @@ static int shm_connect_peer(struct shm_tl *tl, int peer, struct shm_conn *sc)
 	if (sc->self) {
 		tx_slot = shm_seg_slot(pseg, ctx->rank);
 	} else {
-		err = shm_seg_attach(&sc->peer_seg, val, peer, ctx->rank,
+		err = shm_seg_attach(&peer_seg, val, peer, ctx->rank,
 				     &tx_slot);
 		if (err)
 			return err;
-		pseg = &sc->peer_seg;
+		sc->peer_base = peer_seg.base;
+		sc->peer_size = peer_seg.size;
+		pseg = &peer_seg;
 		sc->pidfd = shm_pidfd_open(sc->pid);
 	}
 	rx_slot = shm_seg_slot(&tl->seg, peer);
@@ -693,7 +707,8 @@ static void shm_conn_free(struct shm_conn *sc)
 	shm_rndv_conn_close(sc);
 	if (sc->pidfd >= 0)
 		close(sc->pidfd);
-	shm_seg_detach(&sc->peer_seg);
+	if (sc->peer_base)
+		munmap(sc->peer_base, sc->peer_size);
 	free(sc);
 }
 
@@ -704,13 +719,13 @@ static void shm_conn_free(struct shm_conn *sc)
 static void shm_choice_setup(struct shm_tl *tl, const int *peers, int npeers)
 {
 	int leader = shm_leader(peers, npeers), i;
-	const struct shm_seg *seg = &tl->seg;
+	const struct shm_seg_hdr *leader_hdr = shm_seg_hdr(&tl->seg);
 	struct shm_seg_hdr h;	/* the figures, loaded once (shm_peer.h) */
 
 	for (i = 0; i < tl->npeers; i++)
 		if (tl->conns[i]->conn->peer == leader && !tl->conns[i]->self)
-			seg = &tl->conns[i]->peer_seg;
-	shm_peer_snap(&h, shm_seg_hdr(seg), sizeof(h));
+			leader_hdr = tl->conns[i]->peer_base;
+	shm_peer_snap(&h, leader_hdr, sizeof(h));
 	if (!tl->cache_limit)
 		tl->cache_limit = h.cache_limit ? h.cache_limit :
 				  SHM_CACHE_LIMIT_DEFAULT;
@@ -857,7 +872,6 @@ static int shm_connect(struct rdmach_tl *base, const int *peers, int npeers)
 		sc->tl = tl;
 		sc->conn = &ctx->conns[peers[i]];
 		sc->pidfd = -1;
-		sc->peer_seg.fd = -1;
 		tl->conns[tl->npeers++] = sc;
 		err = shm_connect_peer(tl, peers[i], sc);
 		if (err)

@@ -185,6 +185,19 @@ static int shm_mem_tx_quiet(struct shm_conn *sc)
 	return 1;
 }
 
+/* The largest packet a kept-out writer puts in a line ring of size
+ * bytes: a quarter of it, or up to half of a small one so that 256-byte
+ * packets (a rendezvous with its small head, an MPI message of a few
+ * hundred bytes) still fit the 512-byte ring of a crowded host.  Half a
+ * ring at most, so that a packet padded to the ring's end always fits an
+ * empty ring. */
+static uint64_t shm_cold_line_max(uint64_t size)
+{
+	uint64_t half = size / 2 < 256 ? size / 2 : 256;
+
+	return size / 4 > half ? size / 4 : half;
+}
+
 /* Keep out of the bulk ring (a deferred put's packets go to the main
  * ring, a quarter of it at most) and of the copy area (large puts take
  * CMA or the ring); deferred puts from RDMACH_SHM_COLD_CMA take CMA, so
@@ -204,7 +217,7 @@ static void shm_mem_tx_keep_out(struct shm_conn *sc)
 		sc->chunk_deferred = cap > sc->chunk ? cap : sc->chunk;
 	sc->tx_pipe.slot = 0;
 	if (sc->tx[SHM_LINES].size >= 4 * SHM_LINE)
-		sc->cold_line_max = sc->tx[SHM_LINES].size / 4;
+		sc->cold_line_max = shm_cold_line_max(sc->tx[SHM_LINES].size);
 	if (sc->tl->cma && sc->tl->cold_cma &&
 	    sc->tl->cold_cma < sc->large_min) {
 		sc->large_min = sc->tl->cold_cma;

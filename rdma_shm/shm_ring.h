@@ -12,7 +12,8 @@
  *  - the line ring (RDMACH_SHM_LINE_RING, a few lines): packets of one
  *    line (payload <= 56 bytes: an 8-byte MPI message with its CH3
  *    header), and from a writer kept out of its bulk ring and copy area
- *    (shm_mem.h) packets of up to a quarter of it.  A ping-pong then
+ *    (shm_mem.h) packets of up to a quarter of it (up to 256 bytes, half
+ *    of a small one).  A ping-pong then
  *    keeps reusing the same few lines, which stay in both caches; walking
  *    a 1024-line ring costs every message a line neither cache holds
  *    (3-11% of a one-way trip, rdma_shm/README.md);
@@ -162,8 +163,14 @@ static inline uint64_t shm_pkt_span(uint64_t len)
 	return (SHM_HDR + len + SHM_LINE - 1) & ~(uint64_t)(SHM_LINE - 1);
 }
 
-/* Control block of one ring; lines 128 bytes apart so that the adjacent-
- * line prefetcher does not couple them. */
+/* Control block of one writer's rings in the reader's segment: the words
+ * the reader writes often on a line of their own, 128 bytes from the
+ * others so that the adjacent-line prefetcher does not couple them; the
+ * rest, written by either side at start-up, at close, when a large put
+ * starts or its side changes, and when the pair's memory is given back or
+ * taken again, share the next 128 bytes (the reader polls a hello word
+ * until the writer stores it, once).  256 bytes per writer: the control
+ * blocks are the per-pair memory every pair has at start-up. */
 struct shm_ring_ctrl {
 	/* written by the reader, often */
 	_Atomic uint64_t tail;		/* main ring bytes consumed */
@@ -177,18 +184,17 @@ struct shm_ring_ctrl {
 	int32_t writer_rank;		/* immutable after creation */
 	_Atomic uint32_t release_req;	/* release number n asked for */
 	_Atomic uint32_t release_done;	/* ... and the pages of n freed */
-	uint8_t pad1[128 - 20];
 	/* written by the writer: once, and when its choice changes */
 	_Atomic uint32_t writer_closed;
 	_Atomic uint32_t crossing;
-	_Atomic uint64_t hello;		/* HELLO headers: the main, line and */
 	_Atomic uint32_t release_ack;	/* release n: I keep out */
+	_Atomic uint64_t hello;		/* HELLO headers: the main, line and */
 	_Atomic uint64_t line_hello;	/* ... bulk ring in use from that */
 	_Atomic uint64_t bulk_hello;	/* ... packet on */
-	uint8_t pad2[256 - 40];
+	uint8_t pad1[128 - 56];
 };
 
-_Static_assert(sizeof(struct shm_ring_ctrl) == 512, "ring ctrl layout");
+_Static_assert(sizeof(struct shm_ring_ctrl) == 256, "ring ctrl layout");
 
 /* Payload of a RDMACH_PKT_PIPE packet: one line with its header. */
 struct shm_pipe_pkt {

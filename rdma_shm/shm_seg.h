@@ -27,7 +27,7 @@
 #include "shm_ring.h"
 
 #define SHM_SEG_MAGIC 0x52444d4143485348ull	/* "RDMACHSH" */
-#define SHM_SEG_VERSION 7u
+#define SHM_SEG_VERSION 8u
 #define SHM_SEG_MAX_SLOTS 65536u	/* writers of one segment, at most */
 
 struct shm_seg_hdr {

@@ -2454,6 +2454,14 @@ static int shm_cold_cma(struct tst *t)
 		return shm_cold_reader(t, c, seed, total);
 	TST_CHECK(t, shm_conn_of(c)->mem_tx.kept_out, "the writer is not "
 		  "kept out under RDMACH_SHM_WARM_MAX=0");
+	/* more processes than the cap + 1: the line ring is 512 bytes and
+	 * takes the 200-byte puts' 256-byte packets (the reader checks that
+	 * no main ring page was touched) */
+	TST_CHECK(t, shm_conn_of(c)->tx[SHM_LINES].size == 512 &&
+		  shm_conn_of(c)->cold_line_max == 256, "line ring %llu bytes, "
+		  "cold packets up to %llu",
+		  (unsigned long long)shm_conn_of(c)->tx[SHM_LINES].size,
+		  (unsigned long long)shm_conn_of(c)->cold_line_max);
 	if (!atomic_load(&shm_conn_of(c)->tx_ctrl->cma_ok))
 		return tst_skip(t, "the peer cannot read this process (CMA)");
 	buf = malloc(total);
