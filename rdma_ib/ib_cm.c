@@ -24,7 +24,7 @@
 #include "ib_tl.h"
 
 #define IB_CM_MAGIC 0x4d434452u		/* "RDCM" read little-endian */
-#define IB_CM_VERSION 1
+#define IB_CM_VERSION 2		/* 2: IB_CM_F_REJ */
 #define IB_CM_QKEY 0x52444348u
 /* Room for a request from every peer of a large job at once, and the
  * answers to them: a receive not posted loses a message, a send slot
@@ -76,6 +76,7 @@ struct ib_cm {
 	unsigned int send_next, sends_out;
 	uint64_t nonce;
 	unsigned int dropped;	/* by the test hook so far */
+	int version_warned;	/* a peer of another protocol version */
 	unsigned int pending;	/* peers active or half-open ... */
 	int *pend;		/* ... their ranks, densely: [pending] */
 	struct ib_cm_peer *peers;	/* [ctx->size] */
@@ -249,7 +250,7 @@ static void ib_cm_fill(struct ib_tl *tl, int peer, int rej,
 
 	memset(m, 0, sizeof(*m));
 	m->magic = IB_CM_MAGIC;
-	m->version = IB_CM_VERSION;
+	m->version = tl->cm_version;
 	m->src = (uint32_t)tl->base.ctx->rank;
 	m->dst = (uint32_t)peer;
 	m->src_nonce = tl->cm->nonce;
@@ -426,8 +427,18 @@ static int ib_cm_check_msg(struct ib_tl *tl, const struct ibv_wc *wc,
 	struct rdmach_ctx *ctx = tl->base.ctx;
 	struct ib_cm_peer *p;
 
+	if (wc->byte_len == IB_CM_RSLOT && m->magic == IB_CM_MAGIC &&
+	    m->version != tl->cm_version && !tl->cm->version_warned) {
+		/* a peer that will never understand us: say why its
+		 * connection times out */
+		tl->cm->version_warned = 1;
+		rdmach_warn("ib: a connection message of protocol version %u "
+			    "from rank %u; this rdmach speaks %u (every rank "
+			    "must run the same rdmach)", m->version, m->src,
+			    tl->cm_version);
+	}
 	if (wc->byte_len != IB_CM_RSLOT || m->magic != IB_CM_MAGIC ||
-	    m->version != IB_CM_VERSION || m->dst != (uint32_t)ctx->rank ||
+	    m->version != tl->cm_version || m->dst != (uint32_t)ctx->rank ||
 	    m->src >= (uint32_t)ctx->size || m->src == (uint32_t)ctx->rank ||
 	    m->dst_nonce != tl->cm->nonce)
 		return -EPROTO;
@@ -766,6 +777,8 @@ int ib_cm_open(struct ib_tl *tl)
 		return -ENOMEM;
 	tl->cm = cm;
 	tl->cm_wc = ib_cm_wc;
+	if (!tl->cm_version)
+		tl->cm_version = IB_CM_VERSION;
 	cm->nonce = ib_cm_new_nonce();
 	cm->peers = calloc((size_t)tl->base.ctx->size, sizeof(*cm->peers));
 	cm->pend = calloc((size_t)tl->base.ctx->size, sizeof(*cm->pend));

@@ -28,7 +28,7 @@
 enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_CREDIT, IB_K_SQ, IB_K_INLINE, IB_K_MTU, IB_K_TIMEOUT,
        IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
-       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_SRQ_BUFS,
+       IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_CM_VERSION, IB_K_SRQ_BUFS,
        IB_K_SRQ_BUF_SIZE, IB_K_SRQ_CREDITS, IB_K_RING_AFTER, IB_K_RINGS_MAX,
        IB_K_CQ_SIG, IB_K_NUM };
 
@@ -80,6 +80,10 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 		1000, "test hook: the connection manager drops the first n "
 		"messages it receives (requests and replies; retransmission "
 		"makes up for them)" },
+	[IB_K_CM_VERSION] = { "RDMACH_IB_CM_VERSION", RDMACH_KNOB_UINT, "0",
+		0, 65535, "test hook: the connection protocol version this "
+		"process speaks, as an rdmach of another version would (0: its "
+		"own)" },
 	[IB_K_SRQ_BUFS] = { "RDMACH_IB_SRQ_BUFS", RDMACH_KNOB_UINT, "256", 0,
 		65536, "RDMACH_CONNECT=demand: receive buffers of the shared "
 		"receive queue that cold peers send into, at most (registered "
@@ -187,6 +191,7 @@ static int ib_read_knobs(struct ib_tl *tl, unsigned int *port)
 	tl->zc_cfg.bounce = v[IB_K_ZC_BOUNCE];
 	tl->zc_cfg.yield = (int)v[IB_K_ZC_YIELD];
 	tl->cm_drop = (unsigned int)v[IB_K_CM_DROP];
+	tl->cm_version = (uint16_t)v[IB_K_CM_VERSION];
 	tl->srq_cfg.bufs = (unsigned int)v[IB_K_SRQ_BUFS];
 	tl->srq_cfg.buf_size = (uint32_t)v[IB_K_SRQ_BUF_SIZE];
 	tl->srq_cfg.credits = (unsigned int)v[IB_K_SRQ_CREDITS];

@@ -52,6 +52,8 @@ struct ib_tl {
 	/* set by the connection manager: a completion of its UD QP */
 	void (*cm_wc)(struct ib_tl *tl, const struct ibv_wc *wc);
 	unsigned int cm_drop;	/* test hook: connection messages to drop */
+	uint16_t cm_version;	/* connection protocol spoken (a test hook
+				 * may pretend another) */
 	unsigned int cm_peers;	/* peers it may connect (CQ sizing) */
 	unsigned int sig_max;	/* signalled WRs in flight at most (CQ) */
 	/* the shared receive path (ib_srq.h): NULL when off; new demand

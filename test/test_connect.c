@@ -217,6 +217,63 @@ static int cn_lost_messages(struct tst *t)
 	return ret;
 }
 
+/* Rank 1 speaks another connection protocol (RDMACH_IB_CM_VERSION, as an
+ * older rdmach would): each side refuses the other's messages with one
+ * warning that names the version and the rank, and both connections fail
+ * within RDMACH_CONNECT_TIMEOUT_MS instead of hanging. */
+static int cn_version_mismatch(struct tst *t)
+{
+	static uint8_t buf[64];
+	struct iovec v = { buf, sizeof(buf) };
+	uint64_t t0, bound = (CN_TIMEOUT_MS + 4000) * 1000000ull;
+	int peer = 1 - t->rank, saved, ret;
+	char text[2048], want[96];
+	struct cn_oob o;
+	rdmach_ctx_t *ctx;
+	rdmach_conn_t *c;
+	FILE *log = tmpfile();
+	size_t len;
+	ssize_t n = 0;
+
+	if (!log)
+		return tst_fail(t, "tmpfile: %s", strerror(errno));
+	setenv("RDMACH_CONNECT_TIMEOUT_MS", "1000", 1);
+	if (t->rank == 1)
+		setenv("RDMACH_IB_CM_VERSION", "1", 1);
+	fflush(stderr);
+	saved = dup(2);
+	dup2(fileno(log), 2);
+	ret = cn_open(t, &o, 0, &ctx, peer, &c);
+	if (!ret) {
+		t0 = rdmach_now_ns();
+		while ((n = rdmach_put(c, &v, 1)) == 0 &&
+		       rdmach_now_ns() - t0 < bound)
+			;
+		rdmach_finalize(&ctx);
+	}
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("RDMACH_IB_CM_VERSION");
+	if (ret) {
+		fclose(log);
+		return ret < 0 ? ret : tst_skip(t, "not over ib");
+	}
+	rewind(log);
+	len = fread(text, 1, sizeof(text) - 1, log);
+	text[len] = '\0';
+	fclose(log);
+	TST_CHECK(t, n == -ECONNRESET, "put to a rank of another protocol: "
+		  "%s (want -ECONNRESET)", tst_errname(n));
+	if (t->rank == 0)
+		snprintf(want, sizeof(want), "protocol version 1 from rank 1;");
+	else
+		snprintf(want, sizeof(want), "from rank 0; this rdmach speaks 1");
+	TST_CHECK(t, strstr(text, want), "no warning \"%s\" in what rank %d "
+		  "logged: %s", want, t->rank, text);
+	return tst_barrier(t);
+}
+
 /* Under all, connection messages lost on one side or both: rdmach_connect
  * still ends on both (a rank with its connection up answers the peer's
  * retransmissions from inside the fence), and the pair carries data. */
@@ -666,6 +723,8 @@ static const struct tst_case cn_cases[] = {
 	{ "lost_messages_all", 2, cn_lost_messages_all,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "lost_messages", 2, cn_lost_messages,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "version_mismatch", 2, cn_version_mismatch,
 	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
 	{ "dies_before", 2, cn_dies,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL, CN_VICTIM_1 },
