@@ -57,7 +57,8 @@
  *    the reader's own next put, whose header store would otherwise wait
  *    behind them (x86 stores become visible in order).
  *  - Flags written once (reader_closed, cma_ok by the reader; writer_closed
- *    by the writer) sit on lines of their own and are RELEASE/ACQUIRE.
+ *    by the writer) sit apart from the tails, on the line pair of the
+ *    rarely written words, and are RELEASE/ACQUIRE.
  *    writer_closed is stored after the writer's last header, so a reader
  *    that sees it and then finds no packet knows the stream has ended.
  *  - acked_id (reader) is the last rendezvous fully read: RELEASE after the
