@@ -427,18 +427,21 @@ static int ib_cm_check_msg(struct ib_tl *tl, const struct ibv_wc *wc,
 	struct rdmach_ctx *ctx = tl->base.ctx;
 	struct ib_cm_peer *p;
 
-	if (wc->byte_len == IB_CM_RSLOT && m->magic == IB_CM_MAGIC &&
-	    m->version != tl->cm_version && !tl->cm->version_warned) {
-		/* a peer that will never understand us: say why its
-		 * connection times out */
+	if (wc->byte_len != IB_CM_RSLOT || m->magic != IB_CM_MAGIC)
+		return -EPROTO;
+	if (m->version != tl->cm_version) {
+		/* a peer that will never understand us: say (once) why
+		 * its connection times out */
+		if (!tl->cm->version_warned)
+			rdmach_warn("ib: a connection message of protocol "
+				    "version %u from rank %u; this rdmach "
+				    "speaks %u (every rank must run the same "
+				    "rdmach)", m->version, m->src,
+				    tl->cm_version);
 		tl->cm->version_warned = 1;
-		rdmach_warn("ib: a connection message of protocol version %u "
-			    "from rank %u; this rdmach speaks %u (every rank "
-			    "must run the same rdmach)", m->version, m->src,
-			    tl->cm_version);
+		return -EPROTO;
 	}
-	if (wc->byte_len != IB_CM_RSLOT || m->magic != IB_CM_MAGIC ||
-	    m->version != tl->cm_version || m->dst != (uint32_t)ctx->rank ||
+	if (m->dst != (uint32_t)ctx->rank ||
 	    m->src >= (uint32_t)ctx->size || m->src == (uint32_t)ctx->rank ||
 	    m->dst_nonce != tl->cm->nonce)
 		return -EPROTO;
