@@ -192,18 +192,6 @@ RDMACH_KNOB_TABLE(shm, shm_knobs);
 #define SHM_CACHE_LIMIT_MAX (32u << 20)
 #define SHM_CACHE_LIMIT_DEFAULT (4u << 20)
 
-/* RDMACH_SHM_PIPE_AREA=auto: 16 slots of 32 KiB move 1 MiB messages 4-15%
- * faster than 8 (more chunks in flight); with many local processes the
- * areas' memory and cache footprint (one per peer that sends large
- * messages) weigh more: 64 processes keep it at 16 MiB per process. */
-#define SHM_PIPE_AREA_FEW (512u << 10)
-#define SHM_RING_FEW (64u << 10)	/* RDMACH_SHM_RING_SIZE=auto */
-#define SHM_RING_MANY (16u << 10)
-#define SHM_LINE_RING_FEW 1024u	/* RDMACH_SHM_LINE_RING=auto */
-#define SHM_LINE_RING_MANY 512u
-#define SHM_PIPE_AREA_MANY (256u << 10)
-#define SHM_PIPE_AREA_FEW_PROCS 16
-
 /* RDMACH_SHM_CMA_USE=auto: the copy area's rate as a fraction of one
  * memcpy's, from raw_shm_large (bench/src) on the 2-vCPU EPYC guest (1 MiB,
  * window of 64, SCHED_FIFO, README): in cache it moves 26-27 GB/s where

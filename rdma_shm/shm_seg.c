@@ -108,6 +108,15 @@ static void shm_seg_plan(int nwriters, const struct shm_seg_geom *g,
 	l->size = l->pipe_off + (uint64_t)nwriters * l->pipe_stride;
 }
 
+uint64_t shm_seg_start_bytes(int nwriters)
+{
+	struct shm_seg_geom g = { 0 };
+	struct shm_seg_geo l;
+
+	shm_seg_plan(nwriters, &g, &l);
+	return l.populated;
+}
+
 static void shm_seg_init_hdr(struct shm_seg *seg, int my_rank,
 			     const int *writers, int nwriters)
 {

@@ -15,6 +15,7 @@
 #include "rdmach.h"
 #ifdef RDMACH_HAVE_IB
 #include "rdma_ib/ib_tune.h"
+#include "rdma_shm/shm_seg.h"
 #endif
 
 /* --tune: measured figures, derived settings and the model's predictions
@@ -247,10 +248,14 @@ static int info_shm_memory(long n)
 {
 	uint64_t warm = info_knob("RDMACH_SHM_WARM_MAX", 8);
 	uint64_t capped = (uint64_t)n - 1 > warm;
-	uint64_t ring = info_knob("RDMACH_SHM_RING_SIZE", capped ? 16384 : 65536);
-	uint64_t line = info_knob("RDMACH_SHM_LINE_RING", capped ? 512 : 1024);
+	uint64_t ring = info_knob("RDMACH_SHM_RING_SIZE",
+				  capped ? SHM_RING_MANY : SHM_RING_FEW);
+	uint64_t line = info_knob("RDMACH_SHM_LINE_RING",
+				  capped ? SHM_LINE_RING_MANY : SHM_LINE_RING_FEW);
 	uint64_t bulk = info_knob("RDMACH_SHM_BULK_RING", 262144);
-	uint64_t area = info_knob("RDMACH_SHM_PIPE_AREA", n > 16 ? 262144 : 524288);
+	uint64_t area = info_knob("RDMACH_SHM_PIPE_AREA",
+				  n > SHM_PIPE_AREA_FEW_PROCS ?
+				  SHM_PIPE_AREA_MANY : SHM_PIPE_AREA_FEW);
 	uint64_t slot = info_knob("RDMACH_SHM_PIPE_CHUNK", 32768);
 	uint64_t idle = info_knob("RDMACH_SHM_IDLE_RELEASE_MS", 1000);
 	uint64_t fixed, talk, big, pairs = (uint64_t)n * (uint64_t)(n - 1);
@@ -267,7 +272,7 @@ static int info_shm_memory(long n)
 		area = 0;
 	if (area && slot)
 		area += (area / slot * 128 + 4095) / 4096 * 4096;
-	fixed = (512 + 4 * (uint64_t)n + 4095) / 4096 * 4096 + 256 * (uint64_t)n;
+	fixed = shm_seg_start_bytes((int)n);
 	talk = ring + line;
 	big = bulk + area;
 	printf("# shm memory per node, %ld local ranks, these knobs\n", n);
