@@ -2353,15 +2353,11 @@ static int shm_warm_churn(struct tst *t)
 	uint64_t bytes = tst_scaled(768u << 10, 300u << 10);
 	const struct shm_tl *tl;
 	struct tst_stream s[6];
-	int round, i, ret = 0, err;
+	int round, i, ret;
 
-	for (i = 0; env[i]; i += 2)
-		setenv(env[i], env[i + 1], 1);
-	err = tst_connect(t, &t->ctx);
-	if (err)
-		return tst_fail(t, "connect: %s", rdmach_strerror(err));
-	if (shm_only(t, tst_conn(t, (t->rank + 1) % t->size)))
-		return TST_SKIP;
+	ret = tst_connect_all_env(t, env, "shm");
+	if (ret)
+		return ret;
 	tl = shm_conn_of(tst_conn(t, 0))->tl;
 	TST_CHECK(t, tl->warm_cap && tl->warm_max == WARM_CAP, "cap %llu "
 		  "not applied with %d local processes",
@@ -2562,16 +2558,11 @@ static int shm_rndv_pool(struct tst *t)
 		NULL };
 	const struct shm_tl *tl;
 	uint8_t *buf;
-	int i, ret, err;
+	int i, ret;
 
-	for (i = 0; env[i]; i += 2)
-		setenv(env[i], env[i + 1], 1);
-	err = tst_connect(t, &t->ctx);
-	if (err)
-		return tst_fail(t, "connect: %s", rdmach_strerror(err));
-	for (i = 0; i < t->size; i++)
-		if (i != t->rank && shm_only(t, tst_conn(t, i)))
-			return TST_SKIP;
+	ret = tst_connect_all_env(t, env, "shm");
+	if (ret)
+		return ret;
 	tl = shm_conn_of(tst_conn(t, t->rank ? 0 : 1))->tl;
 	if (t->rank == 0) {
 		for (i = 1; i < POOL_NP; i++)

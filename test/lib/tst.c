@@ -386,6 +386,33 @@ rdmach_conn_t *tst_connect_env(struct tst *t, const char *const *env,
 	return c;
 }
 
+int tst_connect_all_env(struct tst *t, const char *const *env,
+			const char *transport)
+{
+	int err, p;
+
+	for (; env[0]; env += 2)
+		setenv(env[0], env[1], 1);
+	err = tst_connect(t, &t->ctx);
+	if (err)
+		return tst_fail(t, "connect: %s", rdmach_strerror(err));
+	for (p = 0; p < t->size; p++) {
+		rdmach_conn_t *c;
+		const char *tr;
+
+		if (p == t->rank)
+			continue;
+		c = tst_conn(t, p);
+		if (!c)
+			return -1;
+		tr = rdmach_conn_transport(c);
+		if (!tr || strcmp(tr, transport))
+			return tst_skip(t, "connection to %d is not %s (%s)", p,
+					transport, tr ? tr : "?");
+	}
+	return 0;
+}
+
 /* ---- running one case in this process --------------------------------- */
 
 /* A mapping of shared memory still alive after finalize is a leak. */

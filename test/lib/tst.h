@@ -192,6 +192,11 @@ rdmach_conn_t *tst_conn(struct tst *t, int peer);
  * otherwise, with *ret the case's result (TST_SKIP: another transport). */
 rdmach_conn_t *tst_connect_env(struct tst *t, const char *const *env,
 			       const char *transport, int *ret);
+/* The same for a case of any number of ranks: 0 once every connection
+ * to another rank runs over transport, else the case's result
+ * (TST_SKIP: another transport). */
+int tst_connect_all_env(struct tst *t, const char *const *env,
+			const char *transport);
 
 /* Settings. */
 double tst_scale(void);
