@@ -488,18 +488,29 @@ static int corrupt_stream(MPIDI_VC_t *vc)
 	return mpi_errno;
 }
 
-/* vc's staging buffer: the spare, unless it holds one already. */
-static __attribute__((noinline)) int staging_take(MPIDI_CH3I_VC *vcch)
+/* A spare staging buffer where there is none (every VC's holds staged
+ * bytes). */
+static __attribute__((noinline)) int staging_alloc(void)
 {
-	if (!rx_spare) {
-		rx_spare = MPL_malloc(idle_policy.rx_staging, MPL_MEM_BUFFER);
-		if (!rx_spare)
-			return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
-						    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
+	rx_spare = MPL_malloc(idle_policy.rx_staging, MPL_MEM_BUFFER);
+	if (!rx_spare)
+		return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+					    __LINE__, MPI_ERR_OTHER, "**nomem", NULL);
+	return MPI_SUCCESS;
+}
+
+/* vc, which holds no staging buffer (rx_pos = rx_len = 0), takes the
+ * spare: on every get of a VC with nothing staged, so in line. */
+static inline int staging_take(MPIDI_CH3I_VC *vcch)
+{
+	if (unlikely(!rx_spare)) {
+		int mpi_errno = staging_alloc();
+
+		if (mpi_errno)
+			return mpi_errno;
 	}
 	vcch->rx_buf = rx_spare;
 	rx_spare = NULL;
-	vcch->rx_pos = vcch->rx_len = 0;
 	return MPI_SUCCESS;
 }
 
