@@ -1,6 +1,7 @@
 /* ib_dev.c - device, port and GID choice; RC QP creation and wiring. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,10 +224,48 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 		d->ctx = NULL;
 		return -ENODEV;
 	}
+	/* ib_dev_async reads it when due, never waiting */
+	if (fcntl(d->ctx->async_fd, F_SETFL,
+		  fcntl(d->ctx->async_fd, F_GETFL) | O_NONBLOCK))
+		rdmach_warn("ib: %s: async events not read: fcntl: %s",
+			    d->name, strerror(errno));
 	rdmach_info("ib: %s port %u, %s, lid %u, gid index %d, active MTU %s",
 		    d->name, d->port, d->is_roce ? "RoCE" : "InfiniBand",
 		    d->lid, d->gid_index, ib_mtu_str(d->active_mtu));
 	return 0;
+}
+
+int ib_dev_async(struct ib_dev *d, char *why, size_t len)
+{
+	struct ibv_async_event ev;
+	int fatal = 0;
+
+	while (!fatal && !ibv_get_async_event(d->ctx, &ev)) {
+		enum ibv_event_type type = ev.event_type;
+
+		ibv_ack_async_event(&ev);
+		switch (type) {
+		case IBV_EVENT_CQ_ERR:
+			snprintf(why, len, "completion queue overrun on %s: "
+				 "completions were lost", d->name);
+			fatal = 1;
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			snprintf(why, len, "device %s failed (%s)", d->name,
+				 ibv_event_type_str(type));
+			fatal = 1;
+			break;
+		case IBV_EVENT_PORT_ERR:
+			rdmach_warn("ib: %s port %u went down: connections "
+				    "through it fail at their retry limit",
+				    d->name, d->port);
+			break;
+		default:	/* a QP's errors come as its completions */
+			rdmach_debug("ib: %s: async event %s", d->name,
+				     ibv_event_type_str(type));
+		}
+	}
+	return fatal;
 }
 
 void ib_dev_close(struct ib_dev *d)

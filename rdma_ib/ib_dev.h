@@ -87,6 +87,11 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 		const char *gid);
 void ib_dev_close(struct ib_dev *d);
 
+/* Reads the device's async events, never waiting: 1 after one that makes
+ * every connection of the device unusable (a CQ overrun, the device
+ * failed), why saying so; else 0 (a port going down is logged). */
+int ib_dev_async(struct ib_dev *d, char *why, size_t len);
+
 /* An RC QP in INIT; *inline_max gets the inline size obtained.  srq:
  * its receives come from that shared receive queue (NULL: a queue of its
  * own of one entry, never posted: it takes RDMA writes only). */

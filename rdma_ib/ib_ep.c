@@ -63,25 +63,62 @@ static int ib_fail(struct ib_conn *ic, int err, const char *what)
 				ic->tl->dev.name, ic->tl->dev.port);
 }
 
+void ib_ep_fail(struct ib_conn *ic, int err, const char *what)
+{
+	if (ic->broken || ic->conn->err)
+		return;
+	ic->broken = 1;
+	ib_fail(ic, err, what);
+}
+
 /* ---- send queue: posting with selective signalling -------------------- */
 
-/* The CQ has room for tl->sig_max signalled completions (ib_iface.c
- * sizes it so): a signalled post beyond that waits for completions, up
- * to RDMACH_PEER_TIMEOUT_MS.  0 or a negative errno (failed). */
-static __attribute__((noinline)) int ib_sig_room(struct ib_conn *ic)
+/*
+ * Every write and send counts against the CQ until it is known complete
+ * (tl->wr_out): a QP in error completes each one, signalled or not, so
+ * the CQ (ib_iface.c sizes it by tl->wr_max) holds the flushes of any
+ * number of QPs failing at once.  Past tl->wr_signal_at a post is
+ * signalled, so at most that many unsignalled ones are in flight and a
+ * post past tl->wr_max always has a signalled one to wait for, up to
+ * RDMACH_PEER_TIMEOUT_MS.  0 or a negative errno (failed).
+ */
+static __attribute__((noinline)) int ib_wr_room(struct ib_conn *ic)
 {
 	struct ib_tl *tl = ic->tl;
 	uint64_t deadline = rdmach_now_ns() + ic->conn->ctx->peer_timeout_ns;
 
-	while (tl->sig_inflight >= tl->sig_max) {
+	while (tl->wr_out >= tl->wr_max) {
 		if (ib_ep_poll(tl) || rdmach_now_ns() > deadline) {
 			ic->broken = 1;
 			return ib_fail(ic, -ECONNRESET, "completion queue "
 				       "full: no completion within the peer "
-				       "timeout (RDMACH_IB_CQ_SIGNALLED)");
+				       "timeout (RDMACH_IB_CQ_WRS)");
 		}
 	}
 	return 0;
+}
+
+/* Before a post: whether it must be signalled (*signal), and room. */
+static inline int ib_wr_budget(struct ib_conn *ic, int *signal)
+{
+	struct ib_tl *tl = ic->tl;
+
+	if (__builtin_expect(tl->wr_out < tl->wr_signal_at, 1))
+		return 0;
+	*signal = 1;
+	return tl->wr_out >= tl->wr_max ? ib_wr_room(ic) : 0;
+}
+
+static inline uint64_t ib_wr_id(const struct ib_conn *ic)
+{
+	return (uint64_t)(uint32_t)ic->conn->peer |
+	       (uint64_t)(ic->wr_seq & IB_WR_SEQ_MASK) << IB_WR_SEQ_SHIFT;
+}
+
+static inline void ib_wr_retire(struct ib_conn *ic, unsigned int n)
+{
+	ic->wr_done += n;
+	ic->tl->wr_out -= n;
 }
 
 /* Book-keeping of a posted WR: slots, and the signalled ones' entries. */
@@ -90,6 +127,8 @@ static inline void ib_posted(struct ib_conn *ic, uint32_t len, int signal,
 			     uint64_t chunk)
 {
 	ic->sq_free--;
+	ic->wr_seq++;
+	ic->tl->wr_out++;
 	ic->unsig_wrs++;
 	ic->unsig_bytes += len;
 	if (signal) {
@@ -118,10 +157,10 @@ static int ib_post_wr(struct ib_conn *ic, void *src, uint32_t len,
 	memset(&wr, 0, sizeof(wr));
 	signal |= ic->unsig_wrs + 1 >= tl->sq_depth / 4 ||
 		  ic->unsig_bytes + len >= ic->sig_bytes;
-	if (signal && __builtin_expect(tl->sig_inflight >= tl->sig_max, 0) &&
-	    ib_sig_room(ic))
-		return ic->conn->err;
-	wr.wr_id = (uint64_t)ic->conn->peer;
+	ret = ib_wr_budget(ic, &signal);
+	if (ret)
+		return ret;
+	wr.wr_id = ib_wr_id(ic);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_WRITE;
@@ -212,12 +251,11 @@ static void ib_activity(struct ib_conn *ic)
 }
 
 /* The signalled WRs of a QP in error (or going) that have not completed:
- * they complete only as errors, which ib_completion does not count.
- * Their places among the process's signalled WRs in flight go back now,
- * or every failed connection would shrink what the others may post (the
- * CQ keeps room for a QP's worth of flushes besides: ib_iface.c); and
- * so do the send buffers of their SENDs, which the QP reads no more and
- * the other connections may need (the pool may not grow). */
+ * they complete only as errors.  They leave the count of signalled WRs
+ * in flight now (their CQ entries leave tl->wr_out one by one, as they
+ * come: ib_wr_flushed); so do the send buffers of their SENDs, which the
+ * QP reads no more and the other connections may need (the pool may not
+ * grow). */
 static void ib_sig_drop(struct ib_conn *ic)
 {
 	for (; ic->sig_tail != ic->sig_head; ic->sig_tail++) {
@@ -250,11 +288,33 @@ static void ib_wc_error(struct ib_conn *ic, const struct ibv_wc *wc)
 	ib_fail(ic, -ECONNRESET, msg);
 }
 
+/* An error completion of the QP: from its first one on, every write and
+ * send not complete yet comes as one; those posted before the first
+ * completed without one (unsignalled), which its wr_id tells: a write's
+ * carries its own number, a read's the next write's. */
+static void ib_wr_flushed(struct ib_conn *ic, uint64_t wr_id)
+{
+	if (!ic->wr_flushing) {
+		uint32_t first = (uint32_t)(wr_id >> IB_WR_SEQ_SHIFT) &
+				 IB_WR_SEQ_MASK;
+		unsigned int later = (ic->wr_seq - first) & IB_WR_SEQ_MASK;
+
+		ic->wr_flushing = 1;
+		if (later < ib_ep_wr_out(ic))
+			ib_wr_retire(ic, ib_ep_wr_out(ic) - later);
+	}
+	if (!(wr_id & IB_ZC_WRID) && ib_ep_wr_out(ic)) {
+		ib_wr_retire(ic, 1);
+		ic->tl->wr_flushed++;
+	}
+}
+
 static void ib_completion(struct ib_conn *ic, const struct ibv_wc *wc)
 {
 	struct ib_sig *s;
 
 	if (wc->status != IBV_WC_SUCCESS) {
+		ib_wr_flushed(ic, wc->wr_id);
 		ib_wc_error(ic, wc);
 		return;
 	}
@@ -263,6 +323,7 @@ static void ib_completion(struct ib_conn *ic, const struct ibv_wc *wc)
 	s = &ic->sig[ic->sig_tail++ & ic->sig_mask];
 	ic->tl->sig_inflight--;
 	ic->sq_free += s->nwr;
+	ib_wr_retire(ic, s->nwr);
 	ring_tx_acked(&ic->tx, s->head);
 	if (s->kind == IB_WR_SPIPE)
 		ib_sp_completed(&ic->sp, s->chunk);
@@ -295,7 +356,7 @@ __attribute__((noinline)) int ib_ep_poll(struct ib_tl *tl)
 					ib_cold_recv(tl, &wc[i]);
 				continue;
 			}
-			ic = tl->conns[wr_id & ~IB_ZC_WRID];
+			ic = tl->conns[(uint32_t)wr_id];
 			if (!ic)
 				continue;
 			if (wr_id & IB_ZC_WRID) {
@@ -571,15 +632,16 @@ static int ib_cold_send(struct ib_conn *ic, unsigned int type, const void *a,
 	if (clen)
 		rdmach_iovc_gather(c, p + sizeof(h) + alen, clen);
 	signal = txb >= 0 || ic->unsig_wrs + 1 >= tl->sq_depth / 4;
-	if (signal && tl->sig_inflight >= tl->sig_max && ib_sig_room(ic)) {
+	ret = ib_wr_budget(ic, &signal);
+	if (ret) {
 		ib_srq_tx_put(s, txb);
-		return ic->conn->err;
+		return ret;
 	}
 	sge.addr = (uintptr_t)p;
 	sge.length = len;
 	sge.lkey = txb >= 0 ? ib_srq_tx_lkey(s, txb) : 0;
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)ic->conn->peer;
+	wr.wr_id = ib_wr_id(ic);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -1852,6 +1914,7 @@ void ib_ep_live_drop(struct ib_conn *ic)
 
 void ib_ep_destroy(struct ib_conn *ic)
 {
+	ib_wr_retire(ic, ib_ep_wr_out(ic));	/* its QP completes no more */
 	ib_ep_live_drop(ic);
 	if (ic->tl->srq && ic->sig)
 		ib_cold_release(ic);
@@ -1978,8 +2041,9 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 			goto err;
 	}
 	ic->sq_free = tl->sq_depth;
-	ib_zc_conn_init(&ic->zc, tl->zc, ic->conn, ic->qp, &ic->sq_free,
-			IB_SQ_RESERVE, ib_poll_cb, tl);
+	ib_zc_conn_init(&ic->zc, tl->zc, ic->conn, ic->qp,
+			&(struct ib_zc_sq){ &ic->sq_free, IB_SQ_RESERVE,
+					    &ic->wr_seq }, ib_poll_cb, tl);
 	ib_sp_setup(ic);
 	ic->psn = (uint32_t)(lrand48() ^ getpid() ^ peer) & 0xffffff;
 	return ic;

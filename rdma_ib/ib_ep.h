@@ -109,6 +109,12 @@ struct ib_conn {
 	struct ib_sig *sig;
 	unsigned int sig_mask;
 	uint64_t sig_head, sig_tail;
+	/* writes and sends: the next one's sequence number (in its wr_id),
+	 * the first not known complete (ib_ep_wr_out: in tl->wr_out too),
+	 * and whether the QP's first error completion came (the others
+	 * follow, one completion each) */
+	uint32_t wr_seq, wr_done;
+	int wr_flushing;
 	/* liveness */
 	int broken;		/* an error completion was seen */
 	int ka_pending;
@@ -122,6 +128,12 @@ struct ib_conn {
 	struct ib_zc_conn zc;	/* zero-copy (ib_zcopy.c) */
 	struct ib_sp_conn sp;	/* superpipeline (ib_spipe.c) */
 };
+
+/* Its writes and sends posted and not known complete. */
+static inline unsigned int ib_ep_wr_out(const struct ib_conn *ic)
+{
+	return ic->wr_seq - ic->wr_done;
+}
 
 /* An endpoint to `peer` with its registered buffer and QP (in INIT), or
  * NULL (logged). */
@@ -156,6 +168,8 @@ int ib_ep_consume(struct rdmach_conn *conn, size_t n);
 
 /* Credits both ways and liveness, without moving data. */
 void ib_ep_progress(struct ib_conn *ic);
+/* The connection fails with err and what (logged), unless it has. */
+void ib_ep_fail(struct ib_conn *ic, int err, const char *what);
 
 /* The connection is up: it joins tl->live (once).  drop: it leaves
  * (failed, or destroyed), the last entry taking its place. */

@@ -30,7 +30,7 @@ enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
        IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_CM_VERSION,
        IB_K_SRQ_BUFS, IB_K_SRQ_BUF_SIZE, IB_K_SRQ_CREDITS, IB_K_RING_AFTER,
-       IB_K_RINGS_MAX, IB_K_CQ_SIG, IB_K_NUM };
+       IB_K_RINGS_MAX, IB_K_CQ_WRS, IB_K_NUM };
 
 static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 	[IB_K_DEVICE] = { "RDMACH_IB_DEVICE", RDMACH_KNOB_STRING, "", 0, 0,
@@ -101,9 +101,11 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 	[IB_K_RINGS_MAX] = { "RDMACH_IB_RINGS_MAX", RDMACH_KNOB_UINT, "64", 0,
 		1u << 20, "rings a process gives cold peers at most; beyond, "
 		"they stay on the shared path" },
-	[IB_K_CQ_SIG] = { "RDMACH_IB_CQ_SIGNALLED", RDMACH_KNOB_UINT, "1024",
-		64, 1u << 20, "signalled work requests in flight per process "
-		"at most (the completion queue is sized by it, not by peers)" },
+	[IB_K_CQ_WRS] = { "RDMACH_IB_CQ_WRS", RDMACH_KNOB_UINT, "1024",
+		64, 1u << 20, "writes and sends in flight per process at "
+		"most, signalled or not (a QP in error completes each): the "
+		"completion queue is sized by it, not by peers; past half of "
+		"it every post is signalled" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
@@ -116,6 +118,23 @@ static const char *const ib_mode_names[] = {
 };
 
 /* ---- progress ------------------------------------------------------------ */
+
+#define IB_ASYNC_POLLS 256	/* progress calls between looks at the
+				 * device's async events (a system call) */
+
+/* A CQ overrun or a failed device: no connection of the device can be
+ * trusted any more (a completion may be lost), so each fails, saying so. */
+static void ib_async_check(struct ib_tl *tl)
+{
+	char why[128];
+	int i;
+
+	if (!ib_dev_async(&tl->dev, why, sizeof(why)))
+		return;
+	for (i = 0; i < tl->base.ctx->size; i++)
+		if (tl->conns[i])
+			ib_ep_fail(tl->conns[i], -EIO, why);
+}
 
 /* The connections up (tl->live), not every rank: an idle call costs what
  * the peers in use do, not the job size.  A failed one leaves the list
@@ -131,6 +150,8 @@ static int ib_progress(struct rdmach_tl *base)
 	ret = ib_ep_poll(tl);
 	if (ret)
 		return ret;
+	if (++tl->async_tick % IB_ASYNC_POLLS == 0)
+		ib_async_check(tl);
 	ib_cm_progress(tl);
 	for (i = 0; i < tl->nlive;) {
 		struct ib_conn *ic = tl->live[i];
@@ -197,7 +218,7 @@ static int ib_read_knobs(struct ib_tl *tl, unsigned int *port)
 	tl->srq_cfg.credits = (unsigned int)v[IB_K_SRQ_CREDITS];
 	tl->ring_after = v[IB_K_RING_AFTER];
 	tl->rings_max = (unsigned int)v[IB_K_RINGS_MAX];
-	tl->sig_max = (unsigned int)v[IB_K_CQ_SIG];
+	tl->wr_max = (unsigned int)v[IB_K_CQ_WRS];
 	*port = (unsigned int)v[IB_K_PORT];
 	return 0;
 }
@@ -252,10 +273,10 @@ err_free:
 /*
  * The CQ every QP shares and the connection manager, whose record is
  * this rank's one key.  The CQ holds what can complete at once: the
- * signalled WRs in flight (capped: ib_ep.c waits for room beyond
- * tl->sig_max), the zero-copy reads a get waits for, the shared receive
- * buffers, the connection manager's entries, and a QP's worth of flushed
- * ones; not a queue per peer.
+ * writes and sends in flight, signalled or not, as every QP may fail and
+ * flush them (capped: ib_ep.c waits for room beyond tl->wr_max), the
+ * zero-copy reads a get waits for, the shared receive buffers and the
+ * connection manager's entries; not a queue per peer.
  */
 static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 {
@@ -268,17 +289,24 @@ static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	if (!npeers)
 		return 0;
 	tl->cm_peers = (unsigned int)npeers;
-	if (per_qp < tl->sig_max)
-		tl->sig_max = (unsigned int)per_qp;	/* never reached */
+	if (per_qp < tl->wr_max)
+		tl->wr_max = (unsigned int)per_qp;	/* never reached */
+	tl->wr_signal_at = tl->wr_max / 2;
 	if (!base->ctx->demand)
 		tl->srq_cfg.bufs = 0;	/* every ring at connect: no pool */
-	cqe = tl->sig_max + (uint64_t)ib_dev_rd_atom(&tl->dev) +
-	      tl->srq_cfg.bufs + IB_CM_CQE + 2ull * tl->sq_depth + 16;
+	cqe = tl->wr_max + (uint64_t)ib_dev_rd_atom(&tl->dev) +
+	      tl->srq_cfg.bufs + IB_CM_CQE + 16;
 	if (tl->dev.max_cqe > 0 && cqe > (uint64_t)tl->dev.max_cqe) {
+		uint64_t over = cqe - (uint64_t)tl->dev.max_cqe;
+
+		/* the writes in flight give way: the CQ must hold them */
+		tl->wr_max = over + 64 < tl->wr_max ?
+			     tl->wr_max - (unsigned int)over : 64;
+		tl->wr_signal_at = tl->wr_max / 2;
 		rdmach_warn("ib: a CQ of %" PRIu64 " entries wanted, %s has "
-			    "%d at most: RDMACH_IB_CQ_SIGNALLED, "
-			    "RDMACH_IB_SRQ_BUFS", cqe, tl->dev.name,
-			    tl->dev.max_cqe);
+			    "%d at most: %u writes in flight at most "
+			    "(RDMACH_IB_CQ_WRS, RDMACH_IB_SRQ_BUFS)", cqe,
+			    tl->dev.name, tl->dev.max_cqe, tl->wr_max);
 		cqe = (uint64_t)tl->dev.max_cqe;
 	}
 	tl->cq = ibv_create_cq(tl->dev.ctx, (int)cqe, NULL, NULL, 0);
@@ -293,9 +321,9 @@ static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 		if (ret)
 			return ret;
 	}
-	rdmach_debug("ib: CQ of %" PRIu64 " entries, %u signalled WRs in "
-		     "flight at most, shared receive pool of up to %u x %u, "
-		     "%u credits a peer%s", cqe, tl->sig_max, tl->srq_cfg.bufs,
+	rdmach_debug("ib: CQ of %" PRIu64 " entries, %u writes and sends "
+		     "in flight at most, shared receive pool of up to %u x %u, "
+		     "%u credits a peer%s", cqe, tl->wr_max, tl->srq_cfg.bufs,
 		     tl->srq_cfg.buf_size, tl->srq_cfg.credits,
 		     tl->srq_cfg.ask ? " (asked for)" : "");
 	return ib_cm_open(tl);
@@ -387,7 +415,9 @@ static void ib_print_stats(struct rdmach_tl *base, FILE *out)
 		fprintf(out, "no pool");
 	fprintf(out, "\n");
 	fprintf(out, "# ib progress: %u connections up and polled, %u being "
-		"made\n", tl->nlive, ib_cm_pending(tl));
+		"made; %u writes in flight (%u at most), %" PRIu64 " flushed "
+		"by failed connections\n", tl->nlive, ib_cm_pending(tl),
+		tl->wr_out, tl->wr_max, tl->wr_flushed);
 }
 
 /* ---- rdmach_info --tune ------------------------------------------------------ */

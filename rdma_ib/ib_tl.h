@@ -44,6 +44,13 @@ struct ib_tl {
 	unsigned int sq_depth, inline_want, inline_max;
 	struct ib_qp_params qpp;
 	unsigned int sig_inflight;	/* signalled WRs not completed yet */
+	/* every write and send posted and not known complete, signalled or
+	 * not: a QP in error completes each one (ib_ep.c), so the CQ holds
+	 * wr_max of them; past wr_signal_at every post is signalled, so
+	 * that a wait for room always has a completion to wait for */
+	unsigned int wr_out, wr_max, wr_signal_at;
+	uint64_t wr_flushed;	/* error completions of writes and sends */
+	unsigned int async_tick;	/* progress calls: async events due */
 	unsigned int cq_skips;		/* gets that did not poll the CQ */
 	struct ib_zc *zc;
 	struct ib_zc_cfg zc_cfg;
@@ -55,7 +62,6 @@ struct ib_tl {
 	uint16_t cm_version;	/* connection protocol spoken (a test hook
 				 * may pretend another) */
 	unsigned int cm_peers;	/* peers it may connect (CQ sizing) */
-	unsigned int sig_max;	/* signalled WRs in flight at most (CQ) */
 	/* the shared receive path (ib_srq.h): NULL when off; new demand
 	 * connections start cold on it */
 	struct ib_srq *srq;

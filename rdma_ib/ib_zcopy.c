@@ -130,15 +130,14 @@ void ib_zc_close(struct ib_zc *z)
 
 void ib_zc_conn_init(struct ib_zc_conn *zcc, struct ib_zc *z,
 		     struct rdmach_conn *conn, struct ibv_qp *qp,
-		     unsigned int *sq_free, unsigned int sq_keep,
-		     int (*poll)(void *arg), void *poll_arg)
+		     const struct ib_zc_sq *sq, int (*poll)(void *arg),
+		     void *poll_arg)
 {
 	memset(zcc, 0, sizeof(*zcc));
 	zcc->zc = z;
 	zcc->conn = conn;
 	zcc->qp = qp;
-	zcc->sq_free = sq_free;
-	zcc->sq_keep = sq_keep;
+	zcc->sq = *sq;
 	zcc->poll = poll;
 	zcc->poll_arg = poll_arg;
 	zcc->next_id = 1;
@@ -290,7 +289,7 @@ void ib_zc_completion(struct ib_zc_conn *zcc, const struct ibv_wc *wc)
 {
 	if (zcc->reads_out) {
 		zcc->reads_out--;
-		(*zcc->sq_free)++;
+		(*zcc->sq.free)++;
 	}
 	if (wc->status != IBV_WC_SUCCESS && !zcc->read_status)
 		zcc->read_status = wc->status ? (int)wc->status : -1;
@@ -398,16 +397,16 @@ static int ib_zc_slot(struct ib_zc_conn *zcc)
 {
 	unsigned int lim = zcc->zc->rd_atom;
 
-	while (*zcc->sq_free <= zcc->sq_keep && zcc->reads_out) {
+	while (*zcc->sq.free <= zcc->sq.keep && zcc->reads_out) {
 		int ret = ib_zc_wait(zcc, zcc->reads_out - 1);
 
 		if (ret)
 			return ret;
 	}
-	if (*zcc->sq_free <= zcc->sq_keep) {	/* data writes fill it */
+	if (*zcc->sq.free <= zcc->sq.keep) {	/* data writes fill it */
 		uint64_t deadline = rdmach_now_ns() + zcc->zc->wait_ns;
 
-		while (*zcc->sq_free <= zcc->sq_keep) {
+		while (*zcc->sq.free <= zcc->sq.keep) {
 			if (zcc->poll(zcc->poll_arg) || zcc->conn->err ||
 			    rdmach_now_ns() > deadline)
 				return ib_zc_read_fail(zcc, "failed: the send "
@@ -426,7 +425,11 @@ static int ib_zc_post(struct ib_zc_conn *zcc, struct ibv_sge *sge, int nsge,
 	if (ret)
 		return ret;
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)zcc->conn->peer | IB_ZC_WRID;
+	/* the writes before it complete before it: at an error, the
+	 * transport knows from this which of its writes will complete too */
+	wr.wr_id = (uint64_t)(uint32_t)zcc->conn->peer | IB_ZC_WRID |
+		   (uint64_t)(*zcc->sq.wr_seq & IB_WR_SEQ_MASK) <<
+		   IB_WR_SEQ_SHIFT;
 	wr.sg_list = sge;
 	wr.num_sge = nsge;
 	wr.opcode = IBV_WR_RDMA_READ;
@@ -441,7 +444,7 @@ static int ib_zc_post(struct ib_zc_conn *zcc, struct ibv_sge *sge, int nsge,
 			 strerror(ret));
 		return ib_zc_read_fail(zcc, why);
 	}
-	(*zcc->sq_free)--;
+	(*zcc->sq.free)--;
 	zcc->reads_out++;
 	zcc->conn->stats.zcopy_reads++;
 	return 0;

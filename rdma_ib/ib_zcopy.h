@@ -71,8 +71,13 @@
 #include "proto/pkt.h"
 #include "core/tl.h"
 
-/* wr_id bit of the reads this file posts (the low bits: the peer rank). */
+/* wr_id of a connection's send work requests: the peer's rank in bits
+ * 0-31, a sequence number of the transport's writes and sends in bits
+ * 32-59 (ib_ep.c: a read carries the next write's), and this bit on the
+ * reads this file posts. */
 #define IB_ZC_WRID	(1ull << 62)
+#define IB_WR_SEQ_SHIFT 32
+#define IB_WR_SEQ_MASK	((1u << 28) - 1)
 
 struct ib_zc_cfg {
 	int enabled;		/* RDMACH_ZCOPY */
@@ -123,12 +128,20 @@ struct ib_zc_mem {
 	struct ib_zc_ctl rx_pkt;
 };
 
+/* The connection's send queue, which its reads share with the
+ * transport's writes (ib_ep.h owns it). */
+struct ib_zc_sq {
+	unsigned int *free;	/* free slots */
+	unsigned int keep;	/* slots reads leave to the transport */
+	const uint32_t *wr_seq;	/* the transport's next write: a read's
+				 * wr_id carries it (ib_tl.h) */
+};
+
 struct ib_zc_conn {
 	struct ib_zc *zc;
 	struct rdmach_conn *conn;
 	struct ibv_qp *qp;
-	unsigned int *sq_free;	/* the connection's free send queue slots */
-	unsigned int sq_keep;	/* slots reads leave to the transport */
+	struct ib_zc_sq sq;
 	int (*poll)(void *arg);	/* the transport's CQ poll */
 	void *poll_arg;
 	/* sender: rendezvous tx_first .. next_id - 1 are posted and not
@@ -158,8 +171,8 @@ void ib_zc_close(struct ib_zc *z);
 
 void ib_zc_conn_init(struct ib_zc_conn *zcc, struct ib_zc *z,
 		     struct rdmach_conn *conn, struct ibv_qp *qp,
-		     unsigned int *sq_free, unsigned int sq_keep,
-		     int (*poll)(void *arg), void *poll_arg);
+		     const struct ib_zc_sq *sq, int (*poll)(void *arg),
+		     void *poll_arg);
 /* Release the posted rendezvous' registrations (at close). */
 void ib_zc_conn_release(struct ib_zc_conn *zcc);
 

@@ -8,7 +8,9 @@
  * consume follows a large put back, a pool that grows by a share per
  * cold peer connected (and not before), registration failing under a
  * real `ulimit -l` (at start-up, as cold peers join, for send buffers)
- * and a dead peer holding every send buffer; the counters of
+ * and a dead peer holding every send buffer; and, the shared path or
+ * not, three peers dying with full send queues, whose flushed writes the
+ * CQ holds (ib_cq_dead_peers); the counters of
  * rdmach_print_stats say which path carried what, and the adapter's RNR
  * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
@@ -40,17 +42,25 @@ struct srq_st {
 	int rx_stuck, tx_stuck;		/* the pool said it could not grow */
 };
 
-static int srq_stats(struct tst *t, struct srq_st *st)
+/* What rdmach_print_stats prints (to free), or NULL. */
+static char *srq_stats_text(struct tst *t)
 {
-	char *buf = NULL, *p;
+	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	int n = 0;
 
 	if (!f)
-		return tst_fail(t, "open_memstream");
+		return NULL;
 	rdmach_print_stats(t->ctx, f);
 	fclose(f);
+	return buf;
+}
+
+static int srq_stats(struct tst *t, struct srq_st *st)
+{
+	char *buf = srq_stats_text(t), *p;
+	int n = 0;
+
 	memset(st, 0, sizeof(*st));
 	p = buf ? strstr(buf, "# ib shared path: ") : NULL;
 	if (p)
@@ -690,13 +700,14 @@ static int srq_reg_fails_endpoint(struct tst *t)
 	return srq_check_rnr(t);
 }
 
-/* The signalled WRs of dead's QP, in error, count no more against the
- * others' (RDMACH_IB_CQ_SIGNALLED): the process's count is the live ib
- * connections' own. */
-static int srq_sig_check(struct tst *t, rdmach_conn_t *dead)
+/* Whether what the process counts in flight is its live ib connections'
+ * own: a failed connection's signalled WRs and its writes (against the
+ * CQ, RDMACH_IB_CQ_WRS) leave the counts as its QP completes them as
+ * errors.  1, or 0 with why. */
+static int srq_inflight_ok(struct tst *t, char *why, size_t len)
 {
-	const struct ib_conn *d = dead->priv;
-	uint64_t live = 0;
+	const struct ib_tl *tl = NULL;
+	uint64_t sig = 0, wr = 0;
 	int p;
 
 	for (p = 0; p < t->size; p++) {
@@ -704,15 +715,78 @@ static int srq_sig_check(struct tst *t, rdmach_conn_t *dead)
 		const char *tr = c ? rdmach_conn_transport(c) : NULL;
 		const struct ib_conn *ic;
 
-		if (c == dead || !tr || strcmp(tr, "ib") || !c->priv)
+		if (!tr || strcmp(tr, "ib") || !c->priv)
 			continue;
 		ic = c->priv;
-		live += ic->sig_head - ic->sig_tail;
+		tl = ic->tl;
+		if (!ic->broken) {
+			sig += ic->sig_head - ic->sig_tail;
+			wr += ib_ep_wr_out(ic);
+		} else if (ic->sig_head != ic->sig_tail || ib_ep_wr_out(ic)) {
+			snprintf(why, len, "the failed connection to rank %d "
+				 "still counts %" PRIu64 " signalled WRs and %u "
+				 "writes", p, ic->sig_head - ic->sig_tail,
+				 ib_ep_wr_out(ic));
+			return 0;
+		}
 	}
-	TST_CHECK(t, d->sig_head == d->sig_tail && d->tl->sig_inflight == live,
-		  "signalled WRs in flight: %u, %" PRIu64 " of them the live "
-		  "connections', %" PRIu64 " the dead one's",
-		  d->tl->sig_inflight, live, d->sig_head - d->sig_tail);
+	if (tl && (tl->sig_inflight != sig || tl->wr_out != wr)) {
+		snprintf(why, len, "the process counts %u signalled WRs and %u "
+			 "writes, the live connections %" PRIu64 " and %"
+			 PRIu64, tl->sig_inflight, tl->wr_out, sig, wr);
+		return 0;
+	}
+	return 1;
+}
+
+/* srq_inflight_ok, once the failed QPs' completions have all come (with
+ * progress, for up to tst_stall_ns()). */
+static int srq_inflight_settles(struct tst *t)
+{
+	uint64_t t0 = rdmach_now_ns();
+	char why[192] = "";
+
+	while (!srq_inflight_ok(t, why, sizeof(why))) {
+		if (rdmach_now_ns() - t0 > tst_stall_ns())
+			return tst_fail(t, "in flight: %s", why);
+		rdmach_progress(t->ctx);
+	}
+	return 0;
+}
+
+/* Rank 0's stream of total bytes to rank 1, from one buffer: the progress
+ * of tst_xfer_iov reports the dead ranks' failures and leaves them be. */
+static int srq_stream_past_dead(struct tst *t, rdmach_conn_t *c1,
+				uint64_t total)
+{
+	struct iovec iov;
+	uint8_t *big = malloc(total);
+	int ret;
+
+	if (!big)
+		return tst_fail(t, "out of memory");
+	tst_pat_fill(big, total, tst_stream_seed(t, 0, 1), 0);
+	iov.iov_base = big;
+	iov.iov_len = total;
+	ret = tst_xfer_iov(t, c1, 1, &iov, 1);
+	free(big);
+	return ret;
+}
+
+/* Puts to the dead rank peer, with progress, until one fails: it must
+ * say -ECONNRESET. */
+static int srq_dead_says_reset(struct tst *t, rdmach_conn_t *c, int peer)
+{
+	uint8_t msg[16] = { 0 };
+	struct iovec iov = { msg, sizeof(msg) };
+	uint64_t t0 = rdmach_now_ns();
+	ssize_t n;
+
+	while ((n = rdmach_put(c, &iov, 1)) >= 0 &&
+	       rdmach_now_ns() - t0 < tst_stall_ns())
+		rdmach_progress(t->ctx);
+	TST_CHECK(t, n == -ECONNRESET, "put to the dead rank %d: %zd (%s)",
+		  peer, n, tst_errname(n));
 	return 0;
 }
 
@@ -728,7 +802,7 @@ static int srq_tx_dead_peer(struct tst *t)
 		"RDMACH_IB_RING_AFTER", "1000000000", "RDMACH_LARGE",
 		"pipeline", NULL };
 	uint64_t total = tst_scaled(1u << 20, 256 << 10);
-	uint8_t msg[4000] = { 0 }, *big;
+	uint8_t msg[4000] = { 0 };
 	struct iovec iov = { msg, sizeof(msg) };
 	rdmach_conn_t *c1, *c2;
 	struct srq_st st;
@@ -769,32 +843,105 @@ static int srq_tx_dead_peer(struct tst *t)
 	TST_CHECK(t, held == 8 && n == 0, "puts to the dead rank 2 took %d "
 		  "send buffers, then %zd (%s), not the 8 there are", held, n,
 		  tst_errname(n));
-	/* in messages of a buffer each (8 KiB); rdmach_progress reports
-	 * rank 2's failure, which the loop of tst_xfer_iov leaves alone */
-	big = malloc(total);
-	if (!big)
-		return tst_fail(t, "out of memory");
-	tst_pat_fill(big, total, tst_stream_seed(t, 0, 1), 0);
-	iov.iov_base = big;
-	iov.iov_len = total;
+	/* in messages of a buffer each (8 KiB) */
 	t0 = rdmach_now_ns();
-	ret = tst_xfer_iov(t, c1, 1, &iov, 1);
-	free(big);
-	if (ret)
-		return ret;
-	iov.iov_base = msg;
-	iov.iov_len = sizeof(msg);
+	TST_CHECK0(t, srq_stream_past_dead(t, c1, total));
 	tst_log(t, "the stream to rank 1 took %.1f ms",
 		(double)(rdmach_now_ns() - t0) / 1e6);
-	while ((n = rdmach_put(c2, &iov, 1)) >= 0 &&
-	       rdmach_now_ns() - t0 < tst_stall_ns())
-		rdmach_progress(t->ctx);
-	TST_CHECK(t, n == -ECONNRESET, "put to the dead rank 2: %zd (%s)", n,
-		  tst_errname(n));
-	TST_CHECK0(t, srq_sig_check(t, c2));
+	TST_CHECK0(t, srq_dead_says_reset(t, c2, 2));
+	TST_CHECK0(t, srq_inflight_settles(t));
 	TST_CHECK0(t, srq_stats(t, &st));
 	TST_CHECK(t, st.txbufs == 8, "%u send buffers: the limit did not "
 		  "hold them at 8", st.txbufs);
+	return srq_check_rnr(t);
+}
+
+/* The "# ib progress" line of rdmach_print_stats: writes in flight and
+ * the error completions of failed connections' writes. */
+static int srq_flushed(struct tst *t, unsigned int *out, uint64_t *flushed)
+{
+	char *buf = srq_stats_text(t), *p;
+	int n = 0;
+
+	p = buf ? strstr(buf, "# ib progress: ") : NULL;
+	if (p)
+		n = sscanf(p, "# ib progress: %*u connections up and polled, "
+			   "%*u being made; %u writes in flight (%*u at most), "
+			   "%" SCNu64 " flushed", out, flushed);
+	free(buf);
+	return n == 2 ? 0 : tst_fail(t, "no ib progress counters (%d)", n);
+}
+
+/*
+ * 5 ranks, every pair connected (RDMACH_CONNECT=all).  Ranks 2-4 are
+ * killed; rank 0 then fills their send queues (1024 each) with 16-byte
+ * puts nobody acknowledges, up to RDMACH_IB_CQ_WRS=2048 writes in flight:
+ * five times what the CQ would hold if they were not counted (its
+ * connection manager's entries and the rest, 416).  Each QP fails at its
+ * retry limit and completes every write not complete as an error, the
+ * three at once: the CQ must hold them all (an overrun loses completions
+ * and fails every connection, rank 1's too).  Rank 1's stream then comes
+ * byte-exact, each dead rank's connection says -ECONNRESET, each write to
+ * a dead rank came back as an error, and the counts in flight come back
+ * to the live connection's own.
+ */
+static int ib_cq_dead_peers(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_CONNECT", "all", "RDMACH_IB_CQ_WRS", "2048",
+		"RDMACH_IB_SQ_DEPTH", "1024", "RDMACH_IB_RETRY_CNT", "1",
+		"RDMACH_LARGE", "pipeline", NULL };
+	uint64_t total = tst_scaled(1u << 20, 256 << 10), flushed, t0;
+	uint8_t msg[16] = { 0 };
+	struct iovec iov = { msg, sizeof(msg) };
+	unsigned int out, puts = 0;
+	ssize_t n;
+	int p, ret;
+
+	ret = srq_connect(t, env);
+	if (ret)
+		return ret;
+	for (p = 1; t->rank == 0 && p < t->size; p++)
+		TST_CHECK0(t, tst_put_all(t, tst_conn(t, p), p,
+					  tst_stream_seed(t, 0, p), 100));
+	if (t->rank) {
+		TST_CHECK0(t, tst_get_all(t, tst_conn(t, 0), 0,
+					  tst_stream_seed(t, 0, t->rank),
+					  100));
+		TST_CHECK0(t, tst_barrier(t));
+		if (t->rank >= 2) {
+			__atomic_add_fetch(&t->shared[0], 1, __ATOMIC_SEQ_CST);
+			raise(SIGKILL);
+		}
+		return tst_get_all(t, tst_conn(t, 0), 0,
+				   tst_stream_seed(t, 0, 1), total);
+	}
+	TST_CHECK0(t, tst_barrier(t));
+	for (t0 = rdmach_now_ns(); __atomic_load_n(&t->shared[0],
+					__ATOMIC_SEQ_CST) < 3;)
+		TST_CHECK(t, rdmach_now_ns() - t0 < 10000000000ull, "ranks "
+			  "2-4 did not die");
+	usleep(100000);
+	for (p = 2; p < t->size; p++) {
+		rdmach_conn_t *c = tst_conn(t, p);
+		unsigned int k;
+
+		for (k = 0; k < 4096 && (n = rdmach_put(c, &iov, 1)) ==
+		     (ssize_t)sizeof(msg); k++)
+			puts++;
+		tst_log(t, "rank %d: %u puts, then %zd", p, k, n);
+	}
+	TST_CHECK0(t, srq_flushed(t, &out, &flushed));
+	TST_CHECK(t, puts > 2000 && out <= 2048, "%u puts to the dead ranks, "
+		  "%u writes in flight: the send queues did not fill, or the "
+		  "count went past RDMACH_IB_CQ_WRS", puts, out);
+	TST_CHECK0(t, srq_stream_past_dead(t, tst_conn(t, 1), total));
+	for (p = 2; p < t->size; p++)
+		TST_CHECK0(t, srq_dead_says_reset(t, tst_conn(t, p), p));
+	TST_CHECK0(t, srq_inflight_settles(t));
+	TST_CHECK0(t, srq_flushed(t, &out, &flushed));
+	TST_CHECK(t, flushed >= puts, "%u puts to the dead ranks, %" PRIu64
+		  " writes completed as errors", puts, flushed);
 	return srq_check_rnr(t);
 }
 
@@ -819,6 +966,9 @@ static const struct tst_case srq_cases[] = {
 	{ "srq_tx_dead_peer", 3, srq_tx_dead_peer,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, 0, -SIGKILL } },
+	{ "ib_cq_dead_peers", 5, ib_cq_dead_peers,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
+	  { 0, 0, -SIGKILL, -SIGKILL, -SIGKILL } },
 };
 
 int main(int argc, char **argv)
