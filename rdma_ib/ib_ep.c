@@ -1231,6 +1231,10 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 	ssize_t n = 0;
 
 	if (pkt->type == RDMACH_PKT_SPIPE) {
+		if (!ic->sp_offered)	/* a landing area we did not offer */
+			return ib_fail(ic, -EPROTO, "protocol error: a "
+				       "superpipeline message, not offered "
+				       "(RDMACH_SPIPE_PEERS)");
 		/* arrived blocks are delivered even on a failed connection */
 		return ib_sp_get(&ic->sp, pkt->payload, pkt->len, c, room,
 				 consumed);
@@ -1915,6 +1919,8 @@ void ib_ep_live_drop(struct ib_conn *ic)
 void ib_ep_destroy(struct ib_conn *ic)
 {
 	ib_wr_retire(ic, ib_ep_wr_out(ic));	/* its QP completes no more */
+	if (ic->sp_offered > 0)
+		ic->tl->large.land_offered--;
 	ib_ep_live_drop(ic);
 	if (ic->tl->srq && ic->sig)
 		ib_cold_release(ic);
@@ -2001,6 +2007,23 @@ static int ib_ep_alloc_ring(struct ib_conn *ic)
 	return 0;
 }
 
+/* Whether the peer may send us superpipeline messages: the first
+ * RDMACH_SPIPE_PEERS peers connected may (each costs a landing area at
+ * its first), and a connection to oneself. */
+static void ib_ep_offer_spipe(struct ib_conn *ic)
+{
+	struct ib_large *lg = &ic->tl->large;
+
+	if (ic->conn->peer == ic->tl->base.ctx->rank) {
+		ic->sp_offered = -1;	/* not counted */
+	} else if (lg->land_offered < lg->land_max) {
+		ic->sp_offered = 1;
+		lg->land_offered++;
+	} else {
+		lg->land_refused++;
+	}
+}
+
 struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 {
 	struct ib_conn *ic = calloc(1, sizeof(*ic));
@@ -2041,6 +2064,7 @@ struct ib_conn *ib_ep_create(struct ib_tl *tl, int peer)
 			goto err;
 	}
 	ic->sq_free = tl->sq_depth;
+	ib_ep_offer_spipe(ic);
 	ib_zc_conn_init(&ic->zc, tl->zc, ic->conn, ic->qp,
 			&(struct ib_zc_sq){ &ic->sq_free, IB_SQ_RESERVE,
 					    &ic->wr_seq }, ib_poll_cb, tl);
@@ -2074,7 +2098,9 @@ void ib_ep_local_addr(const struct ib_conn *ic, const struct ibv_qp *qp,
 	a->mtu = tl->qpp.mtu < tl->dev.active_mtu ? tl->qpp.mtu :
 		 tl->dev.active_mtu;
 	a->mode = tl->mode + 1;
-	a->caps = IB_CAPS;
+	/* a peer told "no superpipeline" sends us large messages zero-copy
+	 * or through the ring, as to a build from before it */
+	a->caps = ic->sp_offered ? IB_CAPS : IB_CAPS & ~IB_CAP_SPIPE;
 }
 
 /* The peer is cold towards us: we send on its shared path, with the

@@ -127,6 +127,8 @@ struct ib_conn {
 				 * bytes not taken yet (decided once) */
 	struct ib_zc_conn zc;	/* zero-copy (ib_zcopy.c) */
 	struct ib_sp_conn sp;	/* superpipeline (ib_spipe.c) */
+	int sp_offered;		/* the peer may send us superpipeline
+				 * messages: counted in large.land_offered */
 };
 
 /* Its writes and sends posted and not known complete. */

@@ -395,6 +395,29 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 
 /* ---- counters ------------------------------------------------------------- */
 
+/* The superpipeline's landing areas: offered (RDMACH_SPIPE_PEERS), and
+ * registered by the peers' first messages. */
+static void ib_print_landing(const struct ib_tl *tl, FILE *out)
+{
+	const struct ib_large *lg = &tl->large;
+	uint64_t bytes = 0;
+	unsigned int areas = 0;
+	int i;
+
+	for (i = 0; i < tl->base.ctx->size; i++) {
+		const struct ib_conn *ic = tl->conns[i];
+
+		if (ic && ic->sp.land) {
+			areas++;
+			bytes += ic->sp.land_len;
+		}
+	}
+	fprintf(out, "# ib superpipeline: %u landing areas (%" PRIu64
+		" bytes) registered, offered to %u peers of %u at most "
+		"(RDMACH_SPIPE_PEERS), refused to %u\n", areas, bytes,
+		lg->land_offered, lg->land_max, lg->land_refused);
+}
+
 static void ib_print_stats(struct rdmach_tl *base, FILE *out)
 {
 	const struct ib_tl *tl = (const struct ib_tl *)base;
@@ -418,6 +441,7 @@ static void ib_print_stats(struct rdmach_tl *base, FILE *out)
 		"made; %u writes in flight (%u at most), %" PRIu64 " flushed "
 		"by failed connections\n", tl->nlive, ib_cm_pending(tl),
 		tl->wr_out, tl->wr_max, tl->wr_flushed);
+	ib_print_landing(tl, out);
 }
 
 /* ---- rdmach_info --tune ------------------------------------------------------ */
@@ -442,9 +466,11 @@ int ib_mem_report(FILE *out, uint64_t demand_above)
 	int ret;
 	struct ib_tl *tl = ib_knobs_tl(&port, &ret);
 
-	if (tl)
+	if (tl) {
 		ib_srq_mem_report(out, &tl->srq_cfg, tl->ring_size,
 				  tl->rings_max, demand_above);
+		ib_large_mem_report(out);
+	}
 	free(tl);
 	return ret;
 }

@@ -13,7 +13,8 @@
 #include "mem/rcache.h"
 
 enum { LG_K_LARGE, LG_K_SP_THRESHOLD, LG_K_SP_C0, LG_K_SP_Q, LG_K_SP_BLOCK,
-       LG_K_SP_BUFS, LG_K_SP_BUF_SIZE, LG_K_SP_MEM_MAX, LG_K_TUNE, LG_K_NUM };
+       LG_K_SP_BUFS, LG_K_SP_BUF_SIZE, LG_K_SP_MEM_MAX, LG_K_SP_PEERS,
+       LG_K_TUNE, LG_K_NUM };
 
 static const struct rdmach_knob lg_knobs[LG_K_NUM] = {
 	[LG_K_LARGE] = { "RDMACH_LARGE", RDMACH_KNOB_STRING, "auto", 0, 0,
@@ -43,6 +44,11 @@ static const struct rdmach_knob lg_knobs[LG_K_NUM] = {
 	[LG_K_SP_MEM_MAX] = { "RDMACH_SPIPE_MEM_MAX", RDMACH_KNOB_SIZE, "256M",
 		0, 1ull << 40, "superpipeline staging this process registers "
 		"at most (connections beyond it use the other protocols)" },
+	[LG_K_SP_PEERS] = { "RDMACH_SPIPE_PEERS", RDMACH_KNOB_UINT, "64", 0,
+		1u << 24, "peers that may send this process superpipeline "
+		"messages, at most: the first connected (each gets a landing "
+		"area, the sender's BUFS x BUF_SIZE, at its first); later ones "
+		"send large messages zero-copy or through the ring" },
 	[LG_K_TUNE] = { "RDMACH_TUNE", RDMACH_KNOB_STRING, "auto", 0, 0,
 		"machine figures for the model: auto (cache file, else measure "
 		"at start-up and cache) | measure | off (built-in) | <file>" },
@@ -66,6 +72,28 @@ const char *const ib_large_mode_names[IB_LARGE_MODES] = {
 static int lg_knob(int i, uint64_t *v)
 {
 	return rdmach_knob_u64(&lg_knobs[i], v);
+}
+
+void ib_large_mem_report(FILE *out)
+{
+	uint64_t peers = 0, bufs = 0, size = 0, mem_max = 0;
+	/* auto: the derivation's sizes, 64 KiB (rxe) to 1 MiB */
+	int auto_size = lg_knob(LG_K_SP_BUF_SIZE, &size) == -ENODATA;
+	uint64_t lo = auto_size ? 64 << 10 : size;
+
+	if (lg_knob(LG_K_SP_PEERS, &peers) || lg_knob(LG_K_SP_BUFS, &bufs) ||
+	    lg_knob(LG_K_SP_MEM_MAX, &mem_max))
+		return;
+	fprintf(out, "# besides, with large messages: superpipeline landing "
+		"areas for %" PRIu64 " senders at most (RDMACH_SPIPE_PEERS), "
+		"%" PRIu64 " buffers of %" PRIu64 " KiB each: %.1f MiB",
+		peers, bufs, lo >> 10, (double)(peers * bufs * lo) / (1 << 20));
+	if (auto_size)
+		fprintf(out, " (%.1f with 1 MiB buffers)",
+			(double)(peers * bufs) * 1.0);
+	fprintf(out, "; its staging %.0f MiB at most (RDMACH_SPIPE_MEM_MAX); "
+		"zero-copy: the user's buffers (registration cache)\n",
+		(double)mem_max / (1 << 20));
 }
 
 static int lg_read_mode(struct ib_large *lg)
@@ -137,6 +165,9 @@ static int lg_settings(struct ib_large *lg)
 		p->c0 = spipe_buf_payload(p);
 	if ((r = lg_knob(LG_K_SP_MEM_MAX, &lg->mem_max)))
 		return r;
+	if ((r = lg_knob(LG_K_SP_PEERS, &v)))
+		return r;
+	lg->land_max = (unsigned int)v;
 	return 0;
 }
 

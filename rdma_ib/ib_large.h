@@ -97,6 +97,9 @@ struct ib_large {
 	uint64_t min;			/* smallest large put (UINT64_MAX: none) */
 	uint64_t ring_chunk;		/* RDMACH_IB_CHUNK_SIZE */
 	uint64_t mem_max, mem_used;	/* superpipeline staging, process */
+	/* peers offered a landing area (RDMACH_SPIPE_PEERS): at most, so
+	 * far, and those refused one */
+	unsigned int land_max, land_offered, land_refused;
 	struct rdmach_rcache_ghosts *ghosts;
 	struct ib_large_class cls[IB_LARGE_CLASSES];
 };
@@ -134,6 +137,9 @@ void ib_large_fallback(size_t total, rdmach_stats_t *st);
 
 /* What `rdmach_info --tune` prints: figures, settings, model. */
 void ib_large_print(const struct ib_large *lg, FILE *out);
+/* The superpipeline's registered memory at most, with the knobs as set
+ * (rdmach_info -c). */
+void ib_large_mem_report(FILE *out);
 
 extern const char *const ib_large_mode_names[IB_LARGE_MODES];
 

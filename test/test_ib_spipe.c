@@ -3,7 +3,8 @@
  * over rdma_ib on a real device (Soft-RoCE VM or native; skips without
  * one).  Byte-exact streams at every chunk and block edge, iovecs split on
  * both sides, partial gets, interleaving with small messages, 2/3/4
- * buffers, peers with different geometries, the first message's
+ * buffers, peers with different geometries, a receiver that offers the
+ * superpipeline to one sender of three, the first message's
  * rendezvous, finalize with chunks pending or a message left open, a peer
  * killed mid-message (-ECONNRESET, no hang), and RDMACH_LARGE=auto's
  * choices for allocate-send-free, reuse and send-twice loops (counted).
@@ -14,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -249,6 +251,72 @@ static int sp_mixed(struct tst *t)
 		return tst_fail(t, "init/connect over ib failed");
 	ret = sp_streams(t, &put, &get, tst_scaled(6u << 20, 1321117));
 	return ret;
+}
+
+/* 4 ranks; rank 0 offers the superpipeline to one peer
+ * (RDMACH_SPIPE_PEERS=1).  Ranks 1-3 each stream large messages to it at
+ * once: the one offered sends them through the superpipeline, the two
+ * refused through the ring (RDMACH_LARGE=superpipeline falls back), all
+ * byte-exact; rank 0 registers one landing area and says so. */
+static int sp_peers_capped(struct tst *t)
+{
+	static const size_t sizes[] = { 300000, 17, 1000000, 4097 };
+	const struct sp_case *sc = t->c->arg;
+	struct tst_shape put = { .sizes = sizes, .nsizes = 4 };
+	struct tst_shape get = { .min_call = 1, .max_call = 200000 };
+	uint64_t total = tst_scaled(4u << 20, 1321117), used[4] = { 0 };
+	struct tst_stream s[3];
+	rdmach_stats_t st;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int p, n = 0, ret = 0;
+
+	if (!tst_have_ib_device())
+		return tst_skip(t, "no RDMA device");
+	sp_env(sc);
+	if (t->rank == 0)
+		setenv("RDMACH_SPIPE_PEERS", "1", 1);
+	if (tst_connect(t, &t->ctx))
+		return tst_fail(t, "init/connect over ib failed");
+	for (p = 1; p < t->size; p++)
+		if (t->rank == 0 || p == t->rank)
+			tst_stream_init(&s[n++], tst_conn(t, t->rank ? 0 : p),
+					t->rank ? 0 : p, t->rank != 0,
+					tst_seed(43, p, 0), total,
+					t->rank ? &put : &get);
+	ret = tst_run(t, s, n);
+	for (p = 0; p < n; p++)
+		tst_stream_free(&s[p]);
+	if (ret)
+		return ret;
+	if (t->rank) {		/* the superpipeline messages it sent */
+		struct iovec iov = { &st.spipe_msgs, 8 };
+
+		if (rdmach_conn_stats(tst_conn(t, 0), &st))
+			return tst_fail(t, "rdmach_conn_stats failed");
+		return tst_xfer_iov(t, tst_conn(t, 0), 1, &iov, 1);
+	}
+	for (n = 0, p = 1; p < t->size; p++) {
+		struct iovec iov = { &used[p], 8 };
+
+		TST_CHECK0(t, tst_xfer_iov(t, tst_conn(t, p), 0, &iov, 1));
+		n += used[p] > 0;
+	}
+	TST_CHECK(t, n == 1, "%d of the 3 peers sent superpipeline messages "
+		  "(%" PRIu64 ", %" PRIu64 ", %" PRIu64 "), not 1", n, used[1],
+		  used[2], used[3]);
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return tst_fail(t, "open_memstream");
+	rdmach_print_stats(t->ctx, f);
+	fclose(f);
+	TST_CHECK(t, buf && strstr(buf, "# ib superpipeline: 1 landing areas "
+				   "(196608 bytes) registered, offered to 1 "
+				   "peers of 1 at most (RDMACH_SPIPE_PEERS), "
+				   "refused to 2"), "stats: %s", buf ? buf : "");
+	free(buf);
+	return 0;
 }
 
 /* The first message is a rendezvous: with the receiver not reading yet,
@@ -589,6 +657,8 @@ static const struct tst_case cases[] = {
 	{ "spipe_interleave_small", 2, sp_interleave, TST_NO_CTX, &c_inter,
 	  { 0 } },
 	{ "spipe_peers_differ", 2, sp_mixed, TST_NO_CTX, &c_mixed, { 0 } },
+	{ "spipe_peers_capped", 4, sp_peers_capped, TST_NO_CTX, &c_mixed,
+	  { 0 } },
 	{ "spipe_first_message_rendezvous", 2, sp_rendezvous, TST_NO_CTX,
 	  &c_rndv, { 0 } },
 	{ "spipe_finalize_pending_chunks", 2, sp_finalize,
