@@ -524,9 +524,10 @@ static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 		    r.mtu ? ib_mtu_str((enum ibv_mtu)r.mtu) : "unknown",
 		    ib_mtu_str(tl->qpp.mtu));
 	if (!(r.caps & IB_CAP_SPIPE))
-		rdmach_info("ib: rank %d predates the superpipeline: large "
-			    "messages to it go zero-copy or through the ring",
-			    peer);
+		rdmach_debug("ib: rank %d takes no superpipeline messages "
+			     "from this process (its RDMACH_SPIPE_PEERS, or a "
+			     "build from before them): large messages to it "
+			     "go zero-copy or through the ring", peer);
 	return 0;
 }
 

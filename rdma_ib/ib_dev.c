@@ -173,7 +173,7 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 		const char *gid)
 {
 	struct ibv_device **list;
-	int i, n = 0, ret = -ENODEV;
+	int i, n = 0, ret = -ENODEV, fl;
 
 	memset(d, 0, sizeof(*d));
 	list = ibv_get_device_list(&n);
@@ -225,8 +225,10 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 		return -ENODEV;
 	}
 	/* ib_dev_async reads it when due, never waiting */
-	if (fcntl(d->ctx->async_fd, F_SETFL,
-		  fcntl(d->ctx->async_fd, F_GETFL) | O_NONBLOCK))
+	fl = fcntl(d->ctx->async_fd, F_GETFL);
+	d->async_ok = fl >= 0 &&
+		      !fcntl(d->ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	if (!d->async_ok)
 		rdmach_warn("ib: %s: async events not read: fcntl: %s",
 			    d->name, strerror(errno));
 	rdmach_info("ib: %s port %u, %s, lid %u, gid index %d, active MTU %s",
@@ -235,17 +237,21 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 	return 0;
 }
 
-int ib_dev_async(struct ib_dev *d, char *why, size_t len)
+int ib_dev_async(struct ib_dev *d, const struct ibv_cq *cq, char *why,
+		 size_t len)
 {
 	struct ibv_async_event ev;
 	int fatal = 0;
 
-	while (!fatal && !ibv_get_async_event(d->ctx, &ev)) {
+	while (d->async_ok && !fatal && !ibv_get_async_event(d->ctx, &ev)) {
 		enum ibv_event_type type = ev.event_type;
+		int ours = type == IBV_EVENT_CQ_ERR && ev.element.cq == cq;
 
 		ibv_ack_async_event(&ev);
 		switch (type) {
-		case IBV_EVENT_CQ_ERR:
+		case IBV_EVENT_CQ_ERR:	/* the tuning's own CQ: not ours */
+			if (!ours)
+				break;
 			snprintf(why, len, "completion queue overrun on %s: "
 				 "completions were lost", d->name);
 			fatal = 1;

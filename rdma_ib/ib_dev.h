@@ -22,6 +22,8 @@ struct ib_dev {
 	int max_qp;			/* QPs the device holds, all
 					 * processes of the host together */
 	unsigned int qps;		/* RC QPs of this process open */
+	int async_ok;			/* its async events can be read
+					 * without waiting */
 	uint32_t max_msg_sz;		/* port limit on one message */
 	char why[160];			/* ib_dev_open failed: why */
 };
@@ -88,9 +90,10 @@ int ib_dev_open(struct ib_dev *d, const char *want, unsigned int port,
 void ib_dev_close(struct ib_dev *d);
 
 /* Reads the device's async events, never waiting: 1 after one that makes
- * every connection of the device unusable (a CQ overrun, the device
+ * every connection of the device unusable (an overrun of cq, the device
  * failed), why saying so; else 0 (a port going down is logged). */
-int ib_dev_async(struct ib_dev *d, char *why, size_t len);
+int ib_dev_async(struct ib_dev *d, const struct ibv_cq *cq, char *why,
+		 size_t len);
 
 /* An RC QP in INIT; *inline_max gets the inline size obtained.  srq:
  * its receives come from that shared receive queue (NULL: a queue of its

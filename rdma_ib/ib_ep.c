@@ -53,11 +53,11 @@ static int ib_fail(struct ib_conn *ic, int err, const char *what)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
-	/* with the shared path, the adapter stops and flushes what is
-	 * posted: the send buffers its SENDs hold come back with the
+	/* the adapter stops and flushes what is posted: the writes leave
+	 * tl->wr_out and the send buffers of SENDs come back with the
 	 * flushes (ib_wc_error), which rxe, retrying a dead peer for ever,
 	 * would otherwise never give */
-	if (ic->tl->srq && ic->qp && !ic->conn->err)
+	if (ic->qp && !ic->conn->err)
 		ibv_modify_qp(ic->qp, &a, IBV_QP_STATE);
 	return rdmach_conn_fail(ic->conn, err, "%s (device %s port %u)", what,
 				ic->tl->dev.name, ic->tl->dev.port);
@@ -74,6 +74,38 @@ void ib_ep_fail(struct ib_conn *ic, int err, const char *what)
 /* ---- send queue: posting with selective signalling -------------------- */
 
 /*
+ * While a post waits for room: a connection whose signalled writes have
+ * not moved for 1.5 x RDMACH_PEER_TIMEOUT_MS (ib_dev_probe_wait_ns) has a
+ * dead peer, whose adapter may retry for ever (rxe); it fails, its QP
+ * flushes and its writes leave tl->wr_out, so that dead peers cannot hold
+ * the whole CQ and fail a healthy connection's post.  The progress that
+ * would find them (keepalives) does not run while a post waits.
+ */
+static void ib_wr_sweep(struct ib_tl *tl, uint64_t now)
+{
+	uint64_t wait = ib_dev_probe_wait_ns(tl->base.ctx->peer_timeout_ns);
+	char msg[128];
+	unsigned int i;
+
+	for (i = 0; i < tl->nlive; i++) {
+		struct ib_conn *ic = tl->live[i];
+
+		if (ic->broken || ic->sig_head == ic->sig_tail) {
+			ic->stuck_since = 0;
+		} else if (!ic->stuck_since || ic->stuck_tail != ic->sig_tail) {
+			ic->stuck_tail = ic->sig_tail;
+			ic->stuck_since = now;
+		} else if (now - ic->stuck_since > wait) {
+			snprintf(msg, sizeof(msg), "no completion from the "
+				 "peer's adapter within %.1f s while the "
+				 "completion queue was full (peer dead?)",
+				 (double)wait / 1e9);
+			ib_ep_fail(ic, -ECONNRESET, msg);
+		}
+	}
+}
+
+/*
  * Every write and send counts against the CQ until it is known complete
  * (tl->wr_out): a QP in error completes each one, signalled or not, so
  * the CQ (ib_iface.c sizes it by tl->wr_max) holds the flushes of any
@@ -85,17 +117,23 @@ void ib_ep_fail(struct ib_conn *ic, int err, const char *what)
 static __attribute__((noinline)) int ib_wr_room(struct ib_conn *ic)
 {
 	struct ib_tl *tl = ic->tl;
-	uint64_t deadline = rdmach_now_ns() + ic->conn->ctx->peer_timeout_ns;
+	uint64_t timeout = ic->conn->ctx->peer_timeout_ns;
+	uint64_t now = rdmach_now_ns(), next = now;
+	uint64_t deadline = now + ib_dev_probe_wait_ns(timeout) + timeout;
 
-	while (tl->wr_out >= tl->wr_max) {
-		if (ib_ep_poll(tl) || rdmach_now_ns() > deadline) {
+	while (tl->wr_out >= tl->wr_max && !ic->broken) {
+		if (ib_ep_poll(tl) || (now = rdmach_now_ns()) > deadline) {
 			ic->broken = 1;
 			return ib_fail(ic, -ECONNRESET, "completion queue "
 				       "full: no completion within the peer "
 				       "timeout (RDMACH_IB_CQ_WRS)");
 		}
+		if (now >= next) {	/* a millisecond apart */
+			ib_wr_sweep(tl, now);
+			next = now + 1000000;
+		}
 	}
-	return 0;
+	return ic->broken ? (ic->conn->err ? ic->conn->err : -ECONNRESET) : 0;
 }
 
 /* Before a post: whether it must be signalled (*signal), and room. */
@@ -457,6 +495,17 @@ static void ib_idle(struct ib_conn *ic)
 	    ib_peer_load64(&ic->ctrl->fin))
 		return;
 	now = rdmach_now_ns();
+	if (ic->unsig_wrs && !ic->ka_pending && ic->sq_free > 0 &&
+	    ic->tl->wr_out >= ic->tl->wr_signal_at) {
+		/* its last writes are unsignalled and count against the CQ
+		 * until a signalled one follows: the keepalive, now */
+		if (!ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka), now,
+				  IB_WR_KA, 1)) {
+			ic->ka_pending = 1;
+			ic->ka_sent = now;
+		}
+		return;
+	}
 	if (ic->ka_pending) {
 		if (now - ic->ka_sent < limit)
 			return;
@@ -1231,10 +1280,12 @@ static ssize_t ib_get_ctl(struct ib_conn *ic, const struct ring_pkt *pkt,
 	ssize_t n = 0;
 
 	if (pkt->type == RDMACH_PKT_SPIPE) {
-		if (!ic->sp_offered)	/* a landing area we did not offer */
+		if (!ic->sp_offered) {	/* a landing area we did not offer */
+			ic->broken = 1;
 			return ib_fail(ic, -EPROTO, "protocol error: a "
 				       "superpipeline message, not offered "
 				       "(RDMACH_SPIPE_PEERS)");
+		}
 		/* arrived blocks are delivered even on a failed connection */
 		return ib_sp_get(&ic->sp, pkt->payload, pkt->len, c, room,
 				 consumed);

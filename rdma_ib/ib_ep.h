@@ -115,6 +115,9 @@ struct ib_conn {
 	 * follow, one completion each) */
 	uint32_t wr_seq, wr_done;
 	int wr_flushing;
+	/* while a post waits for room (ib_wr_sweep): since when sig_tail
+	 * has stood at stuck_tail with signalled writes in flight */
+	uint64_t stuck_since, stuck_tail;
 	/* liveness */
 	int broken;		/* an error completion was seen */
 	int ka_pending;

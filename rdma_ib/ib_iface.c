@@ -129,11 +129,13 @@ static void ib_async_check(struct ib_tl *tl)
 	char why[128];
 	int i;
 
-	if (!ib_dev_async(&tl->dev, why, sizeof(why)))
+	if (!ib_dev_async(&tl->dev, tl->cq, why, sizeof(why)))
 		return;
 	for (i = 0; i < tl->base.ctx->size; i++)
 		if (tl->conns[i])
 			ib_ep_fail(tl->conns[i], -EIO, why);
+	if (!tl->failed)
+		tl->failed = -EIO;
 }
 
 /* The connections up (tl->live), not every rank: an idle call costs what
@@ -294,7 +296,8 @@ static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	tl->wr_signal_at = tl->wr_max / 2;
 	if (!base->ctx->demand)
 		tl->srq_cfg.bufs = 0;	/* every ring at connect: no pool */
-	cqe = tl->wr_max + (uint64_t)ib_dev_rd_atom(&tl->dev) +
+	/* reads: a get's, and those a failed one left to flush */
+	cqe = tl->wr_max + 2ull * ib_dev_rd_atom(&tl->dev) +
 	      tl->srq_cfg.bufs + IB_CM_CQE + 16;
 	if (tl->dev.max_cqe > 0 && cqe > (uint64_t)tl->dev.max_cqe) {
 		uint64_t over = cqe - (uint64_t)tl->dev.max_cqe;

@@ -10,7 +10,9 @@
  * real `ulimit -l` (at start-up, as cold peers join, for send buffers)
  * and a dead peer holding every send buffer; and, the shared path or
  * not, three peers dying with full send queues, whose flushed writes the
- * CQ holds (ib_cq_dead_peers); the counters of
+ * CQ holds (ib_cq_dead_peers), a dead peer holding the CQ's budget
+ * while a live one waits (ib_cq_dead_hold) and idle connections' open
+ * unsignalled runs closed (ib_cq_idle_runs); the counters of
  * rdmach_print_stats say which path carried what, and the adapter's RNR
  * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
@@ -754,22 +756,29 @@ static int srq_inflight_settles(struct tst *t)
 	return 0;
 }
 
-/* Rank 0's stream of total bytes to rank 1, from one buffer: the progress
- * of tst_xfer_iov reports the dead ranks' failures and leaves them be. */
-static int srq_stream_past_dead(struct tst *t, rdmach_conn_t *c1,
-				uint64_t total)
+/* Rank 0's stream of total bytes to rank 1 (is_put: rank 0's side), in
+ * one buffer: the progress of tst_xfer_iov reports the dead ranks'
+ * failures and leaves them be; the bytes got are checked. */
+static int srq_stream_past_dead(struct tst *t, rdmach_conn_t *c,
+				int is_put, uint64_t total)
 {
+	uint64_t seed = tst_stream_seed(t, 0, 1);
 	struct iovec iov;
 	uint8_t *big = malloc(total);
+	size_t bad;
 	int ret;
 
 	if (!big)
 		return tst_fail(t, "out of memory");
-	tst_pat_fill(big, total, tst_stream_seed(t, 0, 1), 0);
+	if (is_put)
+		tst_pat_fill(big, total, seed, 0);
 	iov.iov_base = big;
 	iov.iov_len = total;
-	ret = tst_xfer_iov(t, c1, 1, &iov, 1);
+	ret = tst_xfer_iov(t, c, is_put, &iov, 1);
+	bad = ret || is_put ? total : tst_pat_check(big, total, seed, 0);
 	free(big);
+	if (!ret && bad < total)
+		return tst_fail(t, "byte %zu of rank 0's stream is wrong", bad);
 	return ret;
 }
 
@@ -845,7 +854,7 @@ static int srq_tx_dead_peer(struct tst *t)
 		  tst_errname(n));
 	/* in messages of a buffer each (8 KiB) */
 	t0 = rdmach_now_ns();
-	TST_CHECK0(t, srq_stream_past_dead(t, c1, total));
+	TST_CHECK0(t, srq_stream_past_dead(t, c1, 1, total));
 	tst_log(t, "the stream to rank 1 took %.1f ms",
 		(double)(rdmach_now_ns() - t0) / 1e6);
 	TST_CHECK0(t, srq_dead_says_reset(t, c2, 2));
@@ -872,12 +881,74 @@ static int srq_flushed(struct tst *t, unsigned int *out, uint64_t *flushed)
 	return n == 2 ? 0 : tst_fail(t, "no ib progress counters (%d)", n);
 }
 
+/* Whether process pid is gone: reaped, or a zombie (its QPs destroyed). */
+static int srq_gone(pid_t pid)
+{
+	char path[64], stat[256], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 1;
+	n = fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	stat[n] = '\0';
+	p = strrchr(stat, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* The knobs env, every pair connected; rank 0 sends every other rank 100
+ * bytes; ranks 2 and up then die (SIGKILL), rank 1 takes total bytes of
+ * rank 0's stream and is *done (its result returned).  Rank 0 returns
+ * once every victim's process is gone: nothing of it acknowledges a
+ * write after that. */
+static int srq_victims(struct tst *t, const char *const *env, uint64_t total,
+		       int *done)
+{
+	uint64_t t0;
+	int p, ret;
+
+	*done = t->rank != 0;
+	ret = srq_connect(t, env);
+	if (ret)
+		return ret;
+	for (p = 1; t->rank == 0 && p < t->size; p++)
+		TST_CHECK0(t, tst_put_all(t, tst_conn(t, p), p,
+					  tst_stream_seed(t, 0, p), 100));
+	if (t->rank) {
+		TST_CHECK0(t, tst_get_all(t, tst_conn(t, 0), 0,
+					  tst_stream_seed(t, 0, t->rank),
+					  100));
+		TST_CHECK0(t, tst_barrier(t));
+		if (t->rank >= 2) {
+			t->shared[8 + t->rank] = (uint64_t)getpid();
+			__atomic_add_fetch(&t->shared[0], 1, __ATOMIC_SEQ_CST);
+			raise(SIGKILL);
+		}
+		return srq_stream_past_dead(t, tst_conn(t, 0), 0, total);
+	}
+	TST_CHECK0(t, tst_barrier(t));
+	for (t0 = rdmach_now_ns(), p = 2; p < t->size;) {
+		TST_CHECK(t, rdmach_now_ns() - t0 < 10000000000ull, "ranks "
+			  "2-%d did not die", t->size - 1);
+		if (__atomic_load_n(&t->shared[0], __ATOMIC_SEQ_CST) >=
+		    (uint64_t)(t->size - 2) &&
+		    srq_gone((pid_t)t->shared[8 + p]))
+			p++;
+		else
+			usleep(1000);
+	}
+	return 0;
+}
+
 /*
  * 5 ranks, every pair connected (RDMACH_CONNECT=all).  Ranks 2-4 are
  * killed; rank 0 then fills their send queues (1024 each) with 16-byte
  * puts nobody acknowledges, up to RDMACH_IB_CQ_WRS=2048 writes in flight:
  * five times what the CQ would hold if they were not counted (its
- * connection manager's entries and the rest, 416).  Each QP fails at its
+ * connection manager's entries and the rest, 432).  Each QP fails at its
  * retry limit and completes every write not complete as an error, the
  * three at once: the CQ must hold them all (an overrun loses completions
  * and fails every connection, rank 1's too).  Rank 1's stream then comes
@@ -891,37 +962,16 @@ static int ib_cq_dead_peers(struct tst *t)
 		"RDMACH_CONNECT", "all", "RDMACH_IB_CQ_WRS", "2048",
 		"RDMACH_IB_SQ_DEPTH", "1024", "RDMACH_IB_RETRY_CNT", "1",
 		"RDMACH_LARGE", "pipeline", NULL };
-	uint64_t total = tst_scaled(1u << 20, 256 << 10), flushed, t0;
+	uint64_t total = tst_scaled(1u << 20, 256 << 10), flushed;
 	uint8_t msg[16] = { 0 };
 	struct iovec iov = { msg, sizeof(msg) };
 	unsigned int out, puts = 0;
 	ssize_t n;
-	int p, ret;
+	int p, ret, done;
 
-	ret = srq_connect(t, env);
-	if (ret)
+	ret = srq_victims(t, env, total, &done);
+	if (ret || done)
 		return ret;
-	for (p = 1; t->rank == 0 && p < t->size; p++)
-		TST_CHECK0(t, tst_put_all(t, tst_conn(t, p), p,
-					  tst_stream_seed(t, 0, p), 100));
-	if (t->rank) {
-		TST_CHECK0(t, tst_get_all(t, tst_conn(t, 0), 0,
-					  tst_stream_seed(t, 0, t->rank),
-					  100));
-		TST_CHECK0(t, tst_barrier(t));
-		if (t->rank >= 2) {
-			__atomic_add_fetch(&t->shared[0], 1, __ATOMIC_SEQ_CST);
-			raise(SIGKILL);
-		}
-		return tst_get_all(t, tst_conn(t, 0), 0,
-				   tst_stream_seed(t, 0, 1), total);
-	}
-	TST_CHECK0(t, tst_barrier(t));
-	for (t0 = rdmach_now_ns(); __atomic_load_n(&t->shared[0],
-					__ATOMIC_SEQ_CST) < 3;)
-		TST_CHECK(t, rdmach_now_ns() - t0 < 10000000000ull, "ranks "
-			  "2-4 did not die");
-	usleep(100000);
 	for (p = 2; p < t->size; p++) {
 		rdmach_conn_t *c = tst_conn(t, p);
 		unsigned int k;
@@ -935,7 +985,7 @@ static int ib_cq_dead_peers(struct tst *t)
 	TST_CHECK(t, puts > 2000 && out <= 2048, "%u puts to the dead ranks, "
 		  "%u writes in flight: the send queues did not fill, or the "
 		  "count went past RDMACH_IB_CQ_WRS", puts, out);
-	TST_CHECK0(t, srq_stream_past_dead(t, tst_conn(t, 1), total));
+	TST_CHECK0(t, srq_stream_past_dead(t, tst_conn(t, 1), 1, total));
 	for (p = 2; p < t->size; p++)
 		TST_CHECK0(t, srq_dead_says_reset(t, tst_conn(t, p), p));
 	TST_CHECK0(t, srq_inflight_settles(t));
@@ -943,6 +993,110 @@ static int ib_cq_dead_peers(struct tst *t)
 	TST_CHECK(t, flushed >= puts, "%u puts to the dead ranks, %" PRIu64
 		  " writes completed as errors", puts, flushed);
 	return srq_check_rnr(t);
+}
+
+/*
+ * 3 ranks, every pair connected, 64 writes in flight at most; rank 2 is
+ * killed and its adapter's retries outlast the test (RDMACH_IB_TIMEOUT=20:
+ * 4.3 s a try).  Rank 0 puts to it until its writes in flight fill the
+ * budget, then streams to rank 1, whose first post finds no room: the
+ * dead connection must not hold the CQ for good.  It fails within 1.5 x RDMACH_PEER_TIMEOUT_MS,
+ * its writes flush, and rank 1's stream arrives byte-exact (without the
+ * sweep, rank 1's connection failed: "completion queue full").
+ */
+static int ib_cq_dead_hold(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_CONNECT", "all", "RDMACH_IB_CQ_WRS", "64",
+		"RDMACH_IB_TIMEOUT", "20", "RDMACH_LARGE", "pipeline", NULL };
+	uint64_t total = tst_scaled(1u << 20, 256 << 10), t0;
+	uint8_t msg[16] = { 0 };
+	struct iovec iov = { msg, sizeof(msg) };
+	const struct ib_tl *tl;
+	rdmach_conn_t *dead;
+	const char *why;
+	int k, ret, done;
+
+	ret = srq_victims(t, env, total, &done);
+	if (ret || done)
+		return ret;
+	dead = tst_conn(t, 2);
+	tl = ((const struct ib_conn *)dead->priv)->tl;
+	for (k = 0; tl->wr_out < tl->wr_max; k++)
+		TST_CHECK(t, k < 64 && rdmach_put(dead, &iov, 1) ==
+			  sizeof(msg), "put %d to the dead rank 2 (%u writes "
+			  "in flight)", k, tl->wr_out);
+	t0 = rdmach_now_ns();
+	TST_CHECK0(t, srq_stream_past_dead(t, tst_conn(t, 1), 1, total));
+	tst_log(t, "the stream to rank 1 took %.1f ms",
+		(double)(rdmach_now_ns() - t0) / 1e6);
+	TST_CHECK0(t, srq_dead_says_reset(t, dead, 2));
+	why = rdmach_conn_error(dead);
+	TST_CHECK(t, why && strstr(why, "no completion from the peer's "
+				   "adapter"), "rank 2's connection: %s",
+		  why ? why : "(no message)");
+	return srq_inflight_settles(t);
+}
+
+/*
+ * 4 ranks, every pair connected, 64 writes in flight at most: rank 0's
+ * 16-byte puts, round robin, leave unsignalled writes in flight on three
+ * connections until they reach half of the budget (32), past which every
+ * post is signalled.  They would stay there, connections idle, until a
+ * keepalive: progress must close the runs (a signalled write each) within
+ * 300 ms.  Every rank then takes 1 KiB of rank 0's stream, byte-exact.
+ */
+static int ib_cq_idle_runs(struct tst *t)
+{
+	static const char *const env[] = {
+		"RDMACH_CONNECT", "all", "RDMACH_IB_CQ_WRS", "64", NULL };
+	const uint64_t total = 1024;
+	uint64_t sent[4] = { 0 }, t0;
+	const struct ib_tl *tl;
+	uint8_t msg[16];
+	struct iovec iov = { msg, sizeof(msg) };
+	int p = 1, ret;
+
+	ret = srq_connect(t, env);
+	if (ret)
+		return ret;
+	if (t->rank) {
+		TST_CHECK0(t, tst_barrier(t));
+		return tst_get_all(t, tst_conn(t, 0), 0,
+				   tst_stream_seed(t, 0, t->rank), total);
+	}
+	tl = ((const struct ib_conn *)tst_conn(t, 1)->priv)->tl;
+	while (tl->wr_out < tl->wr_signal_at) {
+		TST_CHECK(t, sent[p] < total, "%u writes in flight after %"
+			  PRIu64 " bytes to rank %d", tl->wr_out, sent[p], p);
+		tst_pat_fill(msg, sizeof(msg), tst_stream_seed(t, 0, p),
+			     sent[p]);
+		TST_CHECK(t, rdmach_put(tst_conn(t, p), &iov, 1) ==
+			  sizeof(msg), "put to rank %d", p);
+		sent[p] += sizeof(msg);
+		p = p % 3 + 1;
+	}
+	for (t0 = rdmach_now_ns(); tl->wr_out >= tl->wr_signal_at &&
+	     rdmach_now_ns() - t0 < 300000000ull;)
+		rdmach_progress(t->ctx);
+	TST_CHECK(t, tl->wr_out < tl->wr_signal_at, "%u writes still in "
+		  "flight after 300 ms of progress (%u at most)", tl->wr_out,
+		  tl->wr_max);
+	TST_CHECK0(t, tst_barrier(t));
+	for (p = 1; p < 4; p++) {
+		uint8_t *rest = malloc(total - sent[p]);
+		struct iovec r = { rest, total - sent[p] };
+
+		if (!rest)
+			return tst_fail(t, "out of memory");
+		tst_pat_fill(rest, r.iov_len, tst_stream_seed(t, 0, p),
+			     sent[p]);
+		ret = tst_xfer_iov(t, tst_conn(t, p), 1, &r, 1);
+		free(rest);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static const struct tst_case srq_cases[] = {
@@ -964,6 +1118,10 @@ static const struct tst_case srq_cases[] = {
 	{ "srq_reg_fails_endpoint", 2, srq_reg_fails_endpoint, TST_NO_CTX,
 	  NULL, { 0 } },
 	{ "srq_tx_dead_peer", 3, srq_tx_dead_peer,
+	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
+	  { 0, 0, -SIGKILL } },
+	{ "ib_cq_idle_runs", 4, ib_cq_idle_runs, TST_NO_CTX, NULL, { 0 } },
+	{ "ib_cq_dead_hold", 3, ib_cq_dead_hold,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, 0, -SIGKILL } },
 	{ "ib_cq_dead_peers", 5, ib_cq_dead_peers,
