@@ -111,8 +111,9 @@ static void ib_wr_sweep(struct ib_tl *tl, uint64_t now)
  * the CQ (ib_iface.c sizes it by tl->wr_max) holds the flushes of any
  * number of QPs failing at once.  Past tl->wr_signal_at a post is
  * signalled, so at most that many unsignalled ones are in flight and a
- * post past tl->wr_max always has a signalled one to wait for, up to
- * RDMACH_PEER_TIMEOUT_MS.  0 or a negative errno (failed).
+ * post past tl->wr_max always has a signalled one to wait for, up to 2.5
+ * x RDMACH_PEER_TIMEOUT_MS: time for ib_wr_sweep to fail the connections
+ * of dead peers that hold the room first.  0 or a negative errno.
  */
 static __attribute__((noinline)) int ib_wr_room(struct ib_conn *ic)
 {
