@@ -12,6 +12,8 @@
 #   make install DESTDIR=S; make uninstall removes exactly what install put
 #   make mpich gets MPICH_SRC from configure, the environment and the
 #   command line (only its fetch step runs, from fake MPICH trees)
+#   ./configure --without-ib: the tree builds, rdmach_info's memory model
+#   and the conformance and shm tests run
 #
 # Ends with "N passed, M failed"; exit status 0 only when nothing failed.
 # Environment: JOBS (make -j, 2), CC (cc), KEEP=1 keeps the temp directory.
@@ -356,5 +358,16 @@ check "configure without --with-mpich-src" \
 grep -qx 'MPICH_SRC := *' "$src/config.mk" || bad "config.mk has an empty MPICH_SRC"
 fetched "make mpich: MPICH_SRC (a tarball) in the environment, config.mk's empty" tar \
 	MPICH_SRC="$tmp/mpich-9.9.9.tar.gz"
+
+# --- the same tree without rdma_ib ---------------------------------------------
+rm -rf "$src/build"
+check "configure --without-ib" sh -c "cd '$src' && ./configure --without-ib"
+check "make -j$jobs without ib" make -C "$src" -j"$jobs"
+check "rdmach_info -m 64 without ib (the shm memory model)" \
+	"$src/build/bin/rdmach_info" -m 64
+grep -q "per ordered pair that talks" "$log" || bad "rdmach_info -m printed its model"
+check "test_conformance without ib (shared memory, volume 0.1)" \
+	env RDMACH_TEST_SCALE=0.1 timeout 300 "$src/build/test/test_conformance"
+check "test_shm without ib" timeout 300 "$src/build/test/test_shm"
 
 finish

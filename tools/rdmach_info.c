@@ -13,9 +13,9 @@
 #include "core/knob.h"
 #include "core/tl.h"
 #include "rdmach.h"
+#include "rdma_shm/shm_seg.h"
 #ifdef RDMACH_HAVE_IB
 #include "rdma_ib/ib_tune.h"
-#include "rdma_shm/shm_seg.h"
 #endif
 
 /* --tune: measured figures, derived settings and the model's predictions
