@@ -158,15 +158,11 @@ static int cn_exchange(struct tst *t, rdmach_conn_t *c, int peer,
 /* What rdmach_print_stats says of the connections. */
 static int cn_conns_line(rdmach_ctx_t *ctx, char *line, size_t len)
 {
-	char *buf = NULL, *p;
-	size_t n = 0;
-	FILE *f = open_memstream(&buf, &n);
+	char *buf = tst_stats_text(ctx), *p;
 
-	if (!f)
+	if (!buf)
 		return -ENOMEM;
-	rdmach_print_stats(ctx, f);
-	fclose(f);
-	p = buf ? strstr(buf, "# connections:") : NULL;
+	p = strstr(buf, "# connections:");
 	snprintf(line, len, "%.*s", p ? (int)strcspn(p, "\n") : 0,
 		 p ? p : "");
 	free(buf);
@@ -293,15 +289,9 @@ static int cn_lost_messages_all(struct tst *t)
  * polls and those being made; -1 when it says nothing. */
 static int cn_progress_counts(rdmach_ctx_t *ctx, long *polled, long *making)
 {
-	char *buf = NULL, *p;
-	size_t n = 0;
-	FILE *f = open_memstream(&buf, &n);
+	char *buf = tst_stats_text(ctx), *p;
 
 	*polled = *making = -1;
-	if (!f)
-		return -1;
-	rdmach_print_stats(ctx, f);
-	fclose(f);
 	p = buf ? strstr(buf, "# ib progress: ") : NULL;
 	if (p && sscanf(p, "# ib progress: %ld connections up and polled, "
 			"%ld being made", polled, making) != 2)
@@ -388,15 +378,9 @@ static int cn_dies(struct tst *t)
 /* The out-of-band puts rdmach_print_stats counts. */
 static long cn_oob_puts(rdmach_ctx_t *ctx)
 {
-	char *buf = NULL, *p;
-	size_t n = 0;
+	char *buf = tst_stats_text(ctx), *p;
 	long puts = -1;
-	FILE *f = open_memstream(&buf, &n);
 
-	if (!f)
-		return -1;
-	rdmach_print_stats(ctx, f);
-	fclose(f);
 	p = buf ? strstr(buf, "# out-of-band: ") : NULL;
 	if (p)
 		puts = strtol(p + 15, NULL, 10);

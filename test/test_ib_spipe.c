@@ -267,9 +267,7 @@ static int sp_peers_capped(struct tst *t)
 	uint64_t total = tst_scaled(4u << 20, 1321117), used[4] = { 0 };
 	struct tst_stream s[3];
 	rdmach_stats_t st;
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f;
+	char *buf;
 	int p, n = 0, ret = 0;
 
 	if (!tst_have_ib_device())
@@ -306,11 +304,7 @@ static int sp_peers_capped(struct tst *t)
 	TST_CHECK(t, n == 1, "%d of the 3 peers sent superpipeline messages "
 		  "(%" PRIu64 ", %" PRIu64 ", %" PRIu64 "), not 1", n, used[1],
 		  used[2], used[3]);
-	f = open_memstream(&buf, &len);
-	if (!f)
-		return tst_fail(t, "open_memstream");
-	rdmach_print_stats(t->ctx, f);
-	fclose(f);
+	buf = tst_stats_text(t->ctx);
 	TST_CHECK(t, buf && strstr(buf, "# ib superpipeline: 1 landing areas "
 				   "(196608 bytes) registered, offered to 1 "
 				   "peers of 1 at most (RDMACH_SPIPE_PEERS), "

@@ -44,23 +44,9 @@ struct srq_st {
 	int rx_stuck, tx_stuck;		/* the pool said it could not grow */
 };
 
-/* What rdmach_print_stats prints (to free), or NULL. */
-static char *srq_stats_text(struct tst *t)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (!f)
-		return NULL;
-	rdmach_print_stats(t->ctx, f);
-	fclose(f);
-	return buf;
-}
-
 static int srq_stats(struct tst *t, struct srq_st *st)
 {
-	char *buf = srq_stats_text(t), *p;
+	char *buf = tst_stats_text(t->ctx), *p;
 	int n = 0;
 
 	memset(st, 0, sizeof(*st));
@@ -869,7 +855,7 @@ static int srq_tx_dead_peer(struct tst *t)
  * the error completions of failed connections' writes. */
 static int srq_flushed(struct tst *t, unsigned int *out, uint64_t *flushed)
 {
-	char *buf = srq_stats_text(t), *p;
+	char *buf = tst_stats_text(t->ctx), *p;
 	int n = 0;
 
 	p = buf ? strstr(buf, "# ib progress: ") : NULL;

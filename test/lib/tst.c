@@ -386,6 +386,19 @@ rdmach_conn_t *tst_connect_env(struct tst *t, const char *const *env,
 	return c;
 }
 
+char *tst_stats_text(rdmach_ctx_t *ctx)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	rdmach_print_stats(ctx, f);
+	fclose(f);
+	return buf;
+}
+
 int tst_connect_all_env(struct tst *t, const char *const *env,
 			const char *transport)
 {
