@@ -88,9 +88,9 @@ void ib_large_mem_report(FILE *out)
 		"areas for %" PRIu64 " senders at most (RDMACH_SPIPE_PEERS), "
 		"%" PRIu64 " buffers of %" PRIu64 " KiB each: %.1f MiB",
 		peers, bufs, lo >> 10, (double)(peers * bufs * lo) / (1 << 20));
-	if (auto_size)
+	if (auto_size)	/* MiB: a buffer each */
 		fprintf(out, " (%.1f with 1 MiB buffers)",
-			(double)(peers * bufs) * 1.0);
+			(double)(peers * bufs));
 	fprintf(out, "; its staging %.0f MiB at most (RDMACH_SPIPE_MEM_MAX); "
 		"zero-copy: the user's buffers (registration cache)\n",
 		(double)mem_max / (1 << 20));
