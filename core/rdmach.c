@@ -1483,6 +1483,11 @@ void rdmach_conn_up(struct rdmach_conn *conn, struct rdmach_tl *tl)
 	x->up_ranks[x->up_tail++] = conn->peer;	/* once per rank: fits */
 }
 
+void rdmach_conn_down(struct rdmach_conn *conn)
+{
+	conn->tl = NULL;
+}
+
 int rdmach_conns_up(rdmach_ctx_t *ctx, int *peers, int max)
 {
 	struct core_ctx_extra *x;
@@ -1804,8 +1809,11 @@ static void core_print_conns(FILE *out, const struct rdmach_ctx *ctx)
 	int made[RDMACH_TL_MAX] = { 0 }, none = 0, i, t;
 
 	for (i = 0; i < ctx->size; i++) {
-		if (ctx->conns[i].tl)
-			made[ctx->conns[i].tl->ops->id]++;
+		const struct rdmach_conn *c = &ctx->conns[i];
+
+		/* one closed while idle since (rdmach_conn_down) was made */
+		if (c->tl || (c->announced && c->via))
+			made[(c->tl ? c->tl : c->via)->ops->id]++;
 		else
 			none++;
 	}

@@ -19,7 +19,9 @@
  * (start = 1) or get/peek/progress (start = 0) on a connection whose tl
  * is not set yet.  The transport calls rdmach_conn_up(conn, tl) when the
  * connection is up, also for connections a peer started (and for those
- * connect makes): rdmach_conns_up reports it to the caller.
+ * connect makes): rdmach_conns_up reports it to the caller.  It may
+ * close an idle connection again (rdmach_conn_down) to stay within its
+ * resources; the next put makes it anew, as the first did.
  */
 #ifndef RDMACH_CORE_TL_H
 #define RDMACH_CORE_TL_H
@@ -153,6 +155,12 @@ int rdmach_conn_fail(struct rdmach_conn *conn, int err, const char *fmt, ...)
 
 /* conn is up on tl (sets conn->tl); queued once for rdmach_conns_up. */
 void rdmach_conn_up(struct rdmach_conn *conn, struct rdmach_tl *tl);
+/* conn is not up any more, though not failed: a transport with
+ * connect_peer closed it for being idle (everything put on either end
+ * was got), or is closing it.  The core routes its calls through
+ * connect_peer again, and the next put makes it anew; rdmach_conns_up
+ * does not report it again. */
+void rdmach_conn_down(struct rdmach_conn *conn);
 
 /* A transport whose open returns -ENODEV says why here: when a pair of
  * ranks is then left without a transport, the error names that reason and

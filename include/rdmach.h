@@ -178,7 +178,12 @@ RDMACH_API int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
  * long counts as dead; so does one that finalized before the pair ever
  * connected: its put gives
  * -ECONNRESET, not -EPIPE, and a get on a pair never connected returns
- * 0, not -ESHUTDOWN). */
+ * 0, not -ESHUTDOWN).  Under demand an ib connection that both ends
+ * have left idle may also be closed again, to bound the QPs a process
+ * keeps (RDMACH_IB_QPS_MAX, or the adapter's max_qp): it closes only when
+ * each end has read all the other put, and is then as before its first
+ * put (the next put makes it again, returning 0 until it is up; a get
+ * returns 0, and the peer's finalize is not seen on it). */
 RDMACH_API int rdmach_connect(rdmach_ctx_t *ctx);
 
 /* The connection to `peer` (0..size-1), valid from connect to finalize. */

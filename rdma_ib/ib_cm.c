@@ -24,7 +24,8 @@
 #include "ib_tl.h"
 
 #define IB_CM_MAGIC 0x4d434452u		/* "RDCM" read little-endian */
-#define IB_CM_VERSION 2		/* 2: IB_CM_F_REJ */
+#define IB_CM_VERSION 3		/* 2: IB_CM_F_REJ; 3: closing idle
+				 * connections, and their generations */
 #define IB_CM_QKEY 0x52444348u
 /* Room for a request from every peer of a large job at once, and the
  * answers to them: a receive not posted loses a message, a send slot
@@ -37,11 +38,34 @@ _Static_assert(IB_CM_RECVS + IB_CM_SENDS <= IB_CM_CQE,
 #define IB_CM_RTO_NS (20 * 1000000ull)	/* first retransmission */
 #define IB_CM_RTO_MAX_NS (400 * 1000000ull)
 #define IB_CM_SEND_TAG (1ull << 32)	/* wr_id: a send (else a receive) */
+#define IB_CM_ROOM_NS (1000000ull)	/* a connection waiting for room
+					 * looks again after this */
+#define IB_CM_BUSY_NS (10 * 1000000ull)	/* a peer that kept a connection
+					 * is not asked again before */
+#define IB_CM_IDLE_NS (5 * 1000000ull)	/* a connection closes only after
+					 * carrying nothing for this long */
 
 /* Flags of a message: what its sender knows. */
 #define IB_CM_F_RTR 0x1u	/* its QP is connected to yours */
 #define IB_CM_F_UP 0x2u		/* it has your IB_CM_F_RTR: no answer due */
 #define IB_CM_F_REJ 0x4u	/* its end failed (no address follows): yours fails */
+/* Closing an idle connection (RDMACH_IB_QPS_MAX, or the device's QPs
+ * all taken): the asking end stops sending and asks; the other closes
+ * its end if it is quiet too and each end got all the other put, and
+ * says so, or says it keeps it.  Both ends then count one more
+ * generation: a message of an older one is stale.  A request carries
+ * its attempt number (psn), which the answer repeats: a request kept
+ * once is kept again (a copy retransmitted before the sender resumed
+ * carries counts that are old now), and a BUSY answers one attempt. */
+#define IB_CM_F_CLOSE 0x8u	/* close it? ring, ctrl: the sender's bytes
+				 * put and got on it */
+#define IB_CM_F_CLOSED 0x10u	/* answer: closed here (or before) */
+#define IB_CM_F_BUSY 0x20u	/* answer: not idle here, it stays */
+#define IB_CM_F_CLOSING (IB_CM_F_CLOSE | IB_CM_F_CLOSED | IB_CM_F_BUSY)
+
+/* What ib_cm_send sends. */
+enum ib_cm_kind { IB_CM_ADDR, IB_CM_REJ, IB_CM_CLOSE, IB_CM_CLOSED,
+		  IB_CM_BUSY };
 
 struct ib_cm_msg {
 	uint32_t magic;
@@ -50,7 +74,9 @@ struct ib_cm_msg {
 	uint32_t src, dst;		/* ranks */
 	uint64_t src_nonce, dst_nonce;	/* the two contexts */
 	uint64_t ring, ctrl, ring_size;	/* the sender's endpoint */
-	uint32_t qpn, psn, rkey, wire, mtu, mode, caps, lid;
+	uint32_t qpn, psn, rkey, wire, mtu;
+	uint16_t mode, gen;		/* gen: the connection's generation */
+	uint32_t caps, lid;
 	uint8_t gid[16];
 } __attribute__((packed));
 
@@ -64,9 +90,27 @@ struct ib_cm_peer {
 	char host[IB_REC_HOST_MAX];	/* its host name, for messages */
 	uint32_t r_qpn;		/* its RC QP ours is connected to, or 0 */
 	int rtr;		/* it said its QP is connected to ours */
-	int active;		/* we want it up: retransmit until it is */
+	int active;		/* we want it up (or closed: closing), and
+				 * retransmit until it is */
+	int closing;		/* we asked it to close the connection */
+	int waiting;		/* under way, no room for our end yet ... */
+	uint64_t wait_since;	/* ... since then */
 	unsigned int pend_at;	/* while active: its index in ib_cm.pend */
+	uint16_t gen;		/* connections of the pair closed so far */
+	uint32_t attempt;	/* our last request to close (IB_CM_F_CLOSE) */
+	uint32_t kept;		/* its last request we answered BUSY */
+	uint64_t busy_until;	/* it kept one: not asked again before */
 	uint64_t deadline, next_tx, rto;
+};
+
+struct ib_cm_stats {
+	uint64_t made;		/* connections up (made again included) */
+	uint64_t closed;	/* closed idle, at our request ... */
+	uint64_t closed_asked;	/* ... and at the peers' */
+	uint64_t kept;		/* requests the peer answered BUSY */
+	uint64_t waits;		/* connections that waited for room ... */
+	uint64_t over;		/* ... and those made beyond the limit */
+	unsigned int eps_most;	/* endpoints at once, at most */
 };
 
 struct ib_cm {
@@ -80,11 +124,25 @@ struct ib_cm {
 	unsigned int pending;	/* peers active or half-open ... */
 	int *pend;		/* ... their ranks, densely: [pending] */
 	struct ib_cm_peer *peers;	/* [ctx->size] */
+	/* receives completed, tl->cm_queued of them from rxq_head, to be
+	 * handled by ib_cm_drain (ib_tl.h): one per receive posted at most */
+	struct ibv_wc rxq[IB_CM_RECVS];
+	unsigned int rxq_head;
 	/* in ib_cm_connect_all: nothing is written on any connection
 	 * before rdmach_connect's fence, which every rank enters with its
 	 * QPs connected, so a connection is up once ours is connected to
 	 * the peer's (one message each way, no RTR awaited) */
 	int at_once;
+	/* idle connections closed for room (RDMACH_CONNECT=demand only) */
+	int may_close;
+	unsigned int eps;	/* endpoints to other ranks: a QP each */
+	unsigned int eps_max;	/* RDMACH_IB_QPS_MAX (0: none of ours) */
+	uint64_t wait_ns;	/* RDMACH_IB_QPS_WAIT_MS */
+	unsigned int eps_full;	/* the device refused a QP at this many */
+	unsigned int closing;	/* close requests unanswered */
+	int finalizing;		/* close requests are answered BUSY */
+	uint64_t trim_at;	/* ib_cm_trim looks again then */
+	struct ib_cm_stats st;
 };
 
 #define IB_CM_RSLOT (IB_CM_GRH + sizeof(struct ib_cm_msg))
@@ -242,10 +300,17 @@ static int ib_cm_peer_load(struct ib_tl *tl, int peer)
 
 /* ---- messages --------------------------------------------------------- */
 
-static void ib_cm_fill(struct ib_tl *tl, int peer, int rej,
-		       struct ib_cm_msg *m)
+static const uint16_t ib_cm_kind_flags[] = {
+	[IB_CM_ADDR] = 0, [IB_CM_REJ] = IB_CM_F_REJ,
+	[IB_CM_CLOSE] = IB_CM_F_CLOSE, [IB_CM_CLOSED] = IB_CM_F_CLOSED,
+	[IB_CM_BUSY] = IB_CM_F_BUSY,
+};
+
+static void ib_cm_fill(struct ib_tl *tl, int peer, enum ib_cm_kind kind,
+		       uint16_t gen, uint32_t attempt, struct ib_cm_msg *m)
 {
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	const rdmach_stats_t *cs = &tl->base.ctx->conns[peer].stats;
 	struct ib_addr a;
 
 	memset(m, 0, sizeof(*m));
@@ -255,10 +320,15 @@ static void ib_cm_fill(struct ib_tl *tl, int peer, int rej,
 	m->dst = (uint32_t)peer;
 	m->src_nonce = tl->cm->nonce;
 	m->dst_nonce = p->nonce;
-	if (rej) {
-		m->flags = IB_CM_F_REJ;
-		return;
+	m->gen = gen;
+	m->psn = attempt;
+	m->flags = ib_cm_kind_flags[kind];
+	if (kind == IB_CM_CLOSE) {
+		m->ring = cs->bytes_put;
+		m->ctrl = cs->bytes_got;
 	}
+	if (kind != IB_CM_ADDR)
+		return;
 	ib_ep_local_addr(tl->conns[peer], tl->conns[peer]->qp, &a);
 	m->flags = (uint16_t)((p->r_qpn ? IB_CM_F_RTR : 0) |
 			      (p->r_qpn && (p->rtr || tl->cm->at_once) ?
@@ -271,16 +341,18 @@ static void ib_cm_fill(struct ib_tl *tl, int peer, int rej,
 	m->rkey = a.rkey;
 	m->wire = a.wire;
 	m->mtu = a.mtu;
-	m->mode = a.mode;
+	m->mode = (uint16_t)a.mode;
 	m->caps = a.caps;
 	m->lid = a.lid;
 	memcpy(m->gid, a.gid.raw, 16);
 }
 
-/* Our endpoint's address to peer, with what we know, or (rej) that our
- * end of the pair failed.  A full send queue drops it: the
- * retransmission (or the peer's) makes up for it. */
-static void ib_cm_send(struct ib_tl *tl, int peer, int rej)
+/* Our endpoint's address to peer, with what we know (IB_CM_ADDR), that
+ * our end of the pair failed (REJ), or a message about closing the
+ * connection of generation gen (its attempt).  A full send queue drops
+ * it: the retransmission (or the peer's) makes up for it. */
+static void ib_cm_send(struct ib_tl *tl, int peer, enum ib_cm_kind kind,
+		       uint16_t gen, uint32_t attempt)
 {
 	struct ib_cm *cm = tl->cm;
 	/* sends complete in order: with fewer than IB_CM_SENDS out, the
@@ -295,7 +367,8 @@ static void ib_cm_send(struct ib_tl *tl, int peer, int rej)
 
 	if (cm->sends_out >= IB_CM_SENDS)
 		return;
-	ib_cm_fill(tl, peer, rej, (struct ib_cm_msg *)(void *)b);
+	ib_cm_fill(tl, peer, kind, gen, attempt,
+		   (struct ib_cm_msg *)(void *)b);
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = IB_CM_WRID | IB_CM_SEND_TAG;
 	wr.sg_list = &sge;
@@ -314,21 +387,6 @@ static void ib_cm_send(struct ib_tl *tl, int peer, int rej)
 	cm->sends_out++;
 }
 
-/* The endpoint to peer, made if there is none yet (not up). */
-static struct ib_conn *ib_cm_ep(struct ib_tl *tl, int peer)
-{
-	struct ib_conn *ic = tl->conns[peer];
-
-	if (ic)
-		return ic;
-	ic = ib_ep_create(tl, peer);
-	if (!ic)
-		return NULL;
-	tl->conns[peer] = ic;
-	ic->conn->priv = ic;
-	return ic;
-}
-
 /* In or out of the peers under way (cm->pend: what ib_cm_progress
  * visits); one leaving gives its slot to the last. */
 static void ib_cm_set_pending(struct ib_cm *cm, int peer, int on)
@@ -342,6 +400,7 @@ static void ib_cm_set_pending(struct ib_cm *cm, int peer, int on)
 		cm->pend[cm->pending++] = peer;
 	} else if (!on && p->active) {
 		p->active = 0;
+		p->waiting = 0;
 		last = cm->pend[--cm->pending];
 		cm->pend[p->pend_at] = last;
 		cm->peers[last].pend_at = p->pend_at;
@@ -365,8 +424,233 @@ static void ib_cm_up(struct ib_tl *tl, int peer)
 	if (conn->tl)
 		return;
 	ib_cm_conn_up(tl, peer);
+	tl->cm->st.made++;
+	tl->conns[peer]->cm_used = conn->stats.bytes_put +
+				   conn->stats.bytes_got;
+	tl->conns[peer]->cm_used_at = rdmach_now_ns();
 	rdmach_debug("ib: connected to rank %d (host %s), QP %u -> %u", peer,
 		     p->host, tl->conns[peer]->qp->qp_num, p->r_qpn);
+}
+
+/* ---- closing idle connections ---------------------------------------------
+ *
+ * Under RDMACH_CONNECT=demand a process keeps RDMACH_IB_QPS_MAX
+ * endpoints to other ranks (0: as many as the device gives it; when it
+ * refuses one, the count held then is the limit until one is made
+ * again).  A connection this process starts beyond it waits, and the
+ * peer of the idlest quiet connection is asked to close theirs
+ * (IB_CM_F_CLOSE); the next put on a closed connection makes it anew,
+ * cold, as the first did.  A peer's request is answered at once, even
+ * beyond the limit: were it to wait too, processes holding half-made
+ * connections to one another would wait for ever.  Nor does ours wait
+ * longer than RDMACH_IB_QPS_WAIT_MS: a connection closes only when each
+ * end has read all the other put, and a reader that reads on only once
+ * this connection is made would hold the others for ever.  Beyond that
+ * the limit is exceeded (counted), unless it is the device's.  Progress
+ * then closes idle ones until the count is back within the limit. */
+
+/* Both ends agreed: the endpoint goes, and the pair's next connection
+ * is one generation on (asked: the peer asked for it). */
+static void ib_cm_closed(struct ib_tl *tl, int peer, int asked)
+{
+	struct ib_cm *cm = tl->cm;
+	struct ib_cm_peer *p = &cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+
+	if (p->closing) {
+		p->closing = 0;
+		cm->closing--;
+	}
+	ib_cm_set_pending(cm, peer, 0);
+	rdmach_conn_down(conn);
+	conn->priv = NULL;
+	ib_ep_destroy(tl->conns[peer]);
+	tl->conns[peer] = NULL;
+	cm->eps--;
+	p->r_qpn = 0;
+	p->rtr = 0;
+	p->gen++;
+	if (asked)
+		cm->st.closed_asked++;
+	else
+		cm->st.closed++;
+	rdmach_debug("ib: the idle connection to rank %d closed (at %s "
+		     "request); %u QPs to peers left", peer,
+		     asked ? "its" : "our", cm->eps);
+}
+
+/* Stop sending to peer and ask it to close the connection. */
+static void ib_cm_close_start(struct ib_tl *tl, struct ib_conn *ic,
+			      uint64_t now)
+{
+	int peer = ic->conn->peer;
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+
+	ib_ep_live_drop(ic);
+	rdmach_conn_down(ic->conn);
+	p->closing = 1;
+	p->attempt++;
+	tl->cm->closing++;
+	p->deadline = now + tl->base.ctx->connect_timeout_ns;
+	p->rto = IB_CM_RTO_NS;
+	p->next_tx = now + p->rto;
+	ib_cm_set_pending(tl->cm, peer, 1);
+	rdmach_debug("ib: asking rank %d to close the idle connection "
+		     "(generation %u, attempt %u)", peer, p->gen, p->attempt);
+	ib_cm_send(tl, peer, IB_CM_CLOSE, p->gen, p->attempt);
+}
+
+/* The peer keeps it (BUSY): it is up again here. */
+static void ib_cm_close_undo(struct ib_tl *tl, int peer)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+
+	p->closing = 0;
+	tl->cm->closing--;
+	ib_cm_set_pending(tl->cm, peer, 0);
+	p->busy_until = rdmach_now_ns() + IB_CM_BUSY_NS;
+	tl->cm->st.kept++;
+	rdmach_debug("ib: rank %d keeps the connection (attempt %u)", peer,
+		     p->attempt);
+	ib_cm_conn_up(tl, peer);
+}
+
+/* Has the connection carried no bytes either way for IB_CM_IDLE_NS
+ * (a connection just made, or about to be used, does not close)?  Read
+ * off the core's counters when asked: nothing is spent per message. */
+static int ib_cm_unused(struct ib_conn *ic, uint64_t now)
+{
+	uint64_t used = ic->conn->stats.bytes_put + ic->conn->stats.bytes_got;
+
+	if (used != ic->cm_used) {
+		ic->cm_used = used;
+		ic->cm_used_at = now;
+	}
+	return now - ic->cm_used_at >= IB_CM_IDLE_NS;
+}
+
+/* The connection unused the longest of those that can close now
+ * (ib_cm_unused, ib_ep_quiesce) is asked to; 0 when none can. */
+static int ib_cm_close_idlest(struct ib_tl *tl)
+{
+	uint64_t now = rdmach_now_ns(), best_at = UINT64_MAX;
+	struct ib_conn *best = NULL;
+	unsigned int i;
+
+	for (i = 0; i < tl->nlive; i++) {
+		struct ib_conn *ic = tl->live[i];
+
+		if (!ib_cm_unused(ic, now) || ic->cm_used_at >= best_at ||
+		    tl->cm->peers[ic->conn->peer].busy_until > now ||
+		    !ib_ep_quiesce(ic))
+			continue;
+		best = ic;
+		best_at = ic->cm_used_at;
+	}
+	if (!best)
+		return 0;
+	ib_cm_close_start(tl, best, now);
+	return 1;
+}
+
+/* The endpoints this process keeps (0: any number). */
+static unsigned int ib_cm_cap(const struct ib_cm *cm)
+{
+	return cm->eps_full ? cm->eps_full : cm->eps_max;
+}
+
+/* Room for one more endpoint?  If not, one more idle connection is
+ * asked to close, unless those asked already make the room. */
+static int ib_cm_room(struct ib_tl *tl)
+{
+	struct ib_cm *cm = tl->cm;
+	unsigned int cap = ib_cm_cap(cm);
+
+	if (!cap || cm->eps < cap)
+		return 1;
+	if (cm->eps - cm->closing >= cap)
+		ib_cm_close_idlest(tl);
+	return 0;
+}
+
+/* Beyond the limit (peers' requests took us there): close the idlest
+ * quiet connection, one at a time, a look a millisecond at most. */
+static void ib_cm_trim(struct ib_tl *tl, uint64_t now)
+{
+	struct ib_cm *cm = tl->cm;
+	unsigned int cap = ib_cm_cap(cm);
+
+	if (!cm->may_close || !cap || cm->eps <= cap || cm->closing ||
+	    now < cm->trim_at)
+		return;
+	cm->trim_at = now + IB_CM_ROOM_NS;
+	ib_cm_close_idlest(tl);
+}
+
+/* Has our connection to peer waited for room as long as it may (never,
+ * when the limit is the device's)?  It is made beyond the limit then. */
+static int ib_cm_waited(struct ib_tl *tl, int peer)
+{
+	struct ib_cm *cm = tl->cm;
+	struct ib_cm_peer *p = &cm->peers[peer];
+
+	if (cm->eps_full || !p->waiting ||
+	    rdmach_now_ns() - p->wait_since < cm->wait_ns)
+		return 0;
+	cm->st.over++;
+	rdmach_debug("ib: the connection to rank %d waited %" PRIu64 " ms "
+		     "for room: made beyond RDMACH_IB_QPS_MAX=%u", peer,
+		     cm->wait_ns / 1000000u, cm->eps_max);
+	return 1;
+}
+
+/* The endpoint to peer: 1 and *icp when there is one or room to make it
+ * (made now, not up), 0 while there is no room (idle connections are
+ * asked to close), or a negative errno (the connection failed).  ours:
+ * a connection this process starts, which waits for room (a peer's
+ * request does not: ib_cm_trim). */
+static int ib_cm_ep(struct ib_tl *tl, int peer, struct ib_conn **icp,
+		    int ours)
+{
+	struct ib_cm *cm = tl->cm;
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+	struct ib_conn *ic = tl->conns[peer];
+	int other = peer != tl->base.ctx->rank;
+
+	if (!ic) {
+		if (other && ours && cm->may_close && !ib_cm_room(tl) &&
+		    !ib_cm_waited(tl, peer))
+			return 0;
+		tl->dev.qp_errno = 0;
+		ic = ib_ep_create(tl, peer);
+		if (!ic && tl->dev.qp_errno && other && cm->may_close &&
+		    cm->eps > cm->closing) {
+			/* the device's QPs are all taken, by this process
+			 * and the others of the host: make room */
+			if (!cm->eps_full)
+				rdmach_warn("ib: %s holds no more QPs (max_qp "
+					    "%d for the host; this process "
+					    "has %u): closing idle "
+					    "connections to make room",
+					    tl->dev.name, tl->dev.max_qp,
+					    tl->dev.qps);
+			cm->eps_full = cm->eps;
+			ib_cm_room(tl);
+			return 0;
+		}
+		if (!ic) {
+			if (tl->dev.qp_errno)
+				ib_dev_qp_refused(&tl->dev);
+			return rdmach_conn_fail(conn, -ENOMEM, "no endpoint");
+		}
+		tl->conns[peer] = ic;
+		conn->priv = ic;
+		if (other && ++cm->eps > cm->st.eps_most)
+			cm->st.eps_most = cm->eps;
+		cm->eps_full = 0;
+	}
+	*icp = ic;
+	return 1;
 }
 
 /* ---- receiving ---------------------------------------------------------- */
@@ -485,8 +769,61 @@ static int ib_cm_check_peer(const struct ib_tl *tl, int peer,
 	return ib_dev_check_reach(&tl->dev, peer, r);
 }
 
+/* Peer joins the ones under way, bounded from now (a half-open one
+ * keeps its deadline). */
+static void ib_cm_arm(struct ib_tl *tl, int peer, uint64_t now)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+
+	if (!p->r_qpn) {
+		p->deadline = now + tl->base.ctx->connect_timeout_ns;
+		p->rto = IB_CM_RTO_NS;
+	}
+	p->next_tx = now + p->rto;
+	ib_cm_set_pending(tl->cm, peer, 1);
+}
+
+/* Our endpoint to a peer under way: 1 and *icp, or 0 while there is no
+ * room (ib_cm_tick looks again), or a negative errno. */
+static int ib_cm_ep_or_wait(struct ib_tl *tl, int peer,
+			    struct ib_conn **icp, int ours)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	int ret = tl->conns[peer] ? 1 : ib_cm_ep(tl, peer, icp, ours);
+
+	if (ret > 0) {
+		*icp = tl->conns[peer];
+		p->waiting = 0;
+	} else if (!ret) {
+		if (!p->waiting) {
+			tl->cm->st.waits++;
+			p->wait_since = rdmach_now_ns();
+		}
+		p->waiting = 1;
+		p->next_tx = rdmach_now_ns() + IB_CM_ROOM_NS;
+	}
+	return ret;
+}
+
+/* Start the connection to peer (not up, no request of ours under way):
+ * our address as soon as there is an endpoint.  0, or a negative
+ * errno. */
+static int ib_cm_begin(struct ib_tl *tl, int peer)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct ib_conn *ic;
+	int ret;
+
+	ib_cm_arm(tl, peer, rdmach_now_ns());
+	ret = ib_cm_ep_or_wait(tl, peer, &ic, 1);
+	if (ret > 0)
+		ib_cm_send(tl, peer, IB_CM_ADDR, p->gen, 0);
+	return ret < 0 ? ret : 0;
+}
+
 /* Connect our endpoint to the one m describes (once: a later message
- * must name the same QP). */
+ * must name the same QP).  0, 1 while there is no room for our endpoint
+ * (we answer when there is), or a negative errno. */
 static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 			    const struct ib_cm_msg *m)
 {
@@ -504,18 +841,15 @@ static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 	if (ret)
 		return rdmach_conn_fail(conn, ret, "the peer's address or "
 					"settings (above)");
-	ic = ib_cm_ep(tl, peer);
-	if (!ic)
-		return rdmach_conn_fail(conn, -ENOMEM, "no endpoint");
+	if (!p->active)		/* its request: bounded like one of ours */
+		ib_cm_arm(tl, peer, rdmach_now_ns());
+	ret = ib_cm_ep_or_wait(tl, peer, &ic, 0);
+	if (ret <= 0)		/* no QP: our address follows when there is */
+		return ret < 0 ? ret : 1;
 	ret = ib_ep_connect(ic, &r);
 	if (ret)
 		return rdmach_conn_fail(conn, ret, "its QP did not connect");
 	p->r_qpn = m->qpn;
-	if (!p->active) {	/* half-open: bounded like a request */
-		p->deadline = rdmach_now_ns() + tl->base.ctx->connect_timeout_ns;
-		p->rto = IB_CM_RTO_NS;
-		p->next_tx = rdmach_now_ns() + p->rto;
-	}
 	ib_cm_set_pending(tl->cm, peer, 1);
 	rdmach_info("ib: rank %d: path MTU %s (this port %s, the peer's %s, "
 		    "RDMACH_IB_MTU %s here)", peer,
@@ -531,12 +865,77 @@ static int ib_cm_connect_ep(struct ib_tl *tl, int peer,
 	return 0;
 }
 
+/* The peer asks us to close the connection of generation gen (age: how
+ * many generations we are past it): closed (now, or before: our answer
+ * was lost) or kept (BUSY).  We close only a connection that is quiet
+ * here too and on which each end got all the other put. */
+static enum ib_cm_kind ib_cm_close_answer(struct ib_tl *tl, int peer,
+					  const struct ib_cm_msg *m, int age)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+	struct ib_conn *ic = tl->conns[peer];
+
+	if (age > 0)
+		return IB_CM_CLOSED;
+	if ((int32_t)(m->psn - p->kept) <= 0)
+		return IB_CM_BUSY;	/* kept: its counts are old */
+	if (age < 0 || !tl->cm->may_close || tl->cm->finalizing || !ic ||
+	    conn->err ||
+	    (!conn->tl && !p->closing) ||
+	    (!p->closing && !ib_cm_unused(ic, rdmach_now_ns())) ||
+	    !ib_ep_quiesce(ic) ||
+	    conn->stats.bytes_got != m->ring ||
+	    conn->stats.bytes_put != m->ctrl) {
+		p->kept = m->psn;
+		return IB_CM_BUSY;
+	}
+	ib_cm_closed(tl, peer, 1);
+	return IB_CM_CLOSED;
+}
+
+static void ib_cm_handle_close(struct ib_tl *tl, const struct ib_cm_msg *m,
+			       int age)
+{
+	int peer = (int)m->src;
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+
+	if (m->flags & IB_CM_F_CLOSE) {
+		ib_cm_send(tl, peer, ib_cm_close_answer(tl, peer, m, age),
+			   m->gen, m->psn);
+		return;
+	}
+	if (age || !p->closing ||
+	    ((m->flags & IB_CM_F_BUSY) && m->psn != p->attempt))
+		return;		/* an answer to an earlier request */
+	if (m->flags & IB_CM_F_CLOSED)
+		ib_cm_closed(tl, peer, 0);
+	else
+		ib_cm_close_undo(tl, peer);
+}
+
 static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 {
 	int peer = (int)m->src;
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+	/* > 0: a message of a connection closed since (stale) */
+	int age = (int16_t)(uint16_t)(p->gen - m->gen);
+	int ret;
 
+	if (m->flags & IB_CM_F_CLOSING) {
+		ib_cm_handle_close(tl, m, age);
+		return;
+	}
+	if (age > 0 || (age == 0 && p->closing))
+		return;		/* stale, or the closing one's set-up */
+	if (age < 0) {
+		/* the peer closed the connection we asked it to and makes
+		 * the next: its answer to us was lost */
+		if (age != -1 || !p->closing)
+			return;
+		ib_cm_closed(tl, peer, 0);
+	}
 	if (m->flags & IB_CM_F_REJ) {	/* never answered: no ping-pong */
 		ib_cm_set_pending(tl->cm, peer, 0);
 		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s could "
@@ -544,12 +943,13 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 				 "message says why)", peer, p->host);
 		return;
 	}
-	if (!conn->err && ib_cm_connect_ep(tl, peer, m) && !conn->err)
-		return;		/* a message not for this pair's QPs */
+	ret = conn->err ? 0 : ib_cm_connect_ep(tl, peer, m);
+	if (ret > 0 || (ret && !conn->err))
+		return;		/* no room yet, or not for this pair's QPs */
 	if (conn->err) {
 		/* failed here (no endpoint, a bad address, timed out): the
 		 * peer fails now instead of at its connect timeout */
-		ib_cm_send(tl, peer, 1);
+		ib_cm_send(tl, peer, IB_CM_REJ, p->gen, 0);
 		return;
 	}
 	if (m->flags & IB_CM_F_RTR)
@@ -557,7 +957,7 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 	if (p->rtr || tl->cm->at_once)
 		ib_cm_up(tl, peer);
 	if (!(m->flags & IB_CM_F_UP))
-		ib_cm_send(tl, peer, 0);
+		ib_cm_send(tl, peer, IB_CM_ADDR, p->gen, 0);
 }
 
 static void ib_cm_recv(struct ib_tl *tl, const struct ibv_wc *wc,
@@ -593,7 +993,20 @@ static void ib_cm_wc(struct ib_tl *tl, const struct ibv_wc *wc)
 	if (wc->status == IBV_WC_WR_FLUSH_ERR)
 		return;		/* closing */
 	if ((wc->wr_id & 0xffffffffu) < IB_CM_RECVS)
-		ib_cm_recv(tl, wc, (unsigned int)(wc->wr_id & 0xffffffffu));
+		cm->rxq[(cm->rxq_head + tl->cm_queued++) % IB_CM_RECVS] = *wc;
+}
+
+static void ib_cm_drain(struct ib_tl *tl)
+{
+	struct ib_cm *cm = tl->cm;
+
+	while (tl->cm_queued) {
+		struct ibv_wc wc = cm->rxq[cm->rxq_head];
+
+		cm->rxq_head = (cm->rxq_head + 1) % IB_CM_RECVS;
+		tl->cm_queued--;
+		ib_cm_recv(tl, &wc, (unsigned int)(wc.wr_id & 0xffffffffu));
+	}
 }
 
 /* ---- connecting ----------------------------------------------------------- */
@@ -601,14 +1014,16 @@ static void ib_cm_wc(struct ib_tl *tl, const struct ibv_wc *wc)
 /* The loopback connection: both QPs are ours. */
 static int ib_cm_self(struct ib_tl *tl, int me)
 {
-	struct ib_conn *ic = ib_cm_ep(tl, me);
+	struct ib_conn *ic;
 	struct ib_addr r;
+	int ret = ib_cm_ep(tl, me, &ic, 1);
 
-	if (!ic)
-		return -ENOMEM;
+	if (ret <= 0)
+		return ret < 0 ? ret : -ENOMEM;
 	ib_ep_local_addr(ic, ic->loop_qp, &r);
 	if (ib_ep_connect(ic, &r))
-		return -EIO;
+		return rdmach_conn_fail(&tl->base.ctx->conns[me], -EIO,
+					"loopback QPs");
 	ib_cm_conn_up(tl, me);
 	return 0;
 }
@@ -617,25 +1032,72 @@ static int ib_cm_start(struct ib_tl *tl, int peer)
 {
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
-	uint64_t now = rdmach_now_ns();
 
 	if (peer == tl->base.ctx->rank)
-		return ib_cm_self(tl, peer) ?
-		       rdmach_conn_fail(conn, -EIO, "loopback QPs") : 0;
-	if (p->active)
+		return ib_cm_self(tl, peer);
+	if (p->active)		/* under way, or closing */
 		return 0;
 	if (ib_cm_peer_load(tl, peer))
 		return rdmach_conn_fail(conn, -ECONNRESET, "no record");
-	if (!ib_cm_ep(tl, peer))
-		return rdmach_conn_fail(conn, -ENOMEM, "no endpoint");
-	if (!p->r_qpn) {	/* a half-open one keeps its deadline */
-		p->deadline = now + tl->base.ctx->connect_timeout_ns;
-		p->rto = IB_CM_RTO_NS;
+	return ib_cm_begin(tl, peer);
+}
+
+/* A peer at its deadline: why it failed. */
+static void ib_cm_expired(struct ib_tl *tl, int peer)
+{
+	struct ib_cm *cm = tl->cm;
+	struct ib_cm_peer *p = &cm->peers[peer];
+	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
+	uint64_t ms = tl->base.ctx->connect_timeout_ns / 1000000u;
+
+	if (p->closing) {
+		/* a process that makes no rdmach call answers nothing, and
+		 * a dead one is the keepalive's to find: the connection is
+		 * kept */
+		rdmach_debug("ib: rank %d (host %s) did not answer the request "
+			     "to close the idle connection within %" PRIu64
+			     " ms: kept", peer, p->host, ms);
+		ib_cm_close_undo(tl, peer);
+		return;
 	}
-	ib_cm_set_pending(tl->cm, peer, 1);
+	if (p->waiting) {
+		rdmach_conn_fail(conn, -ENOBUFS, "no QP for a connection to "
+				 "rank %d (host %s) within %" PRIu64 " ms: %s "
+				 "holds no more (max_qp %d for the host; this "
+				 "process %u to peers), and none of this "
+				 "process's connections was idle to close", peer,
+				 p->host, ms, tl->dev.name, tl->dev.max_qp,
+				 cm->eps);
+	} else {
+		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s did "
+				 "not answer the connection request within "
+				 "%" PRIu64 " ms (RDMACH_CONNECT_TIMEOUT_MS)",
+				 peer, p->host, ms);
+	}
+	ib_cm_set_pending(cm, peer, 0);
+}
+
+/* Our next message to a peer under way: the close request again, our
+ * address again, or the first one once there is room for our end. */
+static void ib_cm_resend(struct ib_tl *tl, int peer, uint64_t now)
+{
+	struct ib_cm_peer *p = &tl->cm->peers[peer];
+	struct ib_conn *ic;
+
+	if (!p->closing && !tl->conns[peer]) {
+		int ret = ib_cm_ep_or_wait(tl, peer, &ic, 1);
+
+		if (ret < 0)
+			ib_cm_set_pending(tl->cm, peer, 0);
+		if (ret <= 0)
+			return;
+	} else {
+		p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 :
+			 IB_CM_RTO_MAX_NS;
+	}
 	p->next_tx = now + p->rto;
-	ib_cm_send(tl, peer, 0);
-	return 0;
+	ib_cm_send(tl, peer, p->closing ? IB_CM_CLOSE : IB_CM_ADDR, p->gen,
+		   p->attempt);
 }
 
 /* One peer under way: retransmit when due, fail at its deadline.  1
@@ -646,25 +1108,20 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 
 	if (conn->err) {	/* failed elsewhere: nothing to retransmit */
+		if (p->closing) {
+			p->closing = 0;
+			tl->cm->closing--;
+		}
 		ib_cm_set_pending(tl->cm, peer, 0);
 		return 0;
 	}
 	if (now >= p->deadline) {
-		ib_cm_set_pending(tl->cm, peer, 0);
-		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s did "
-				 "not answer the connection request within "
-				 "%" PRIu64 " ms (RDMACH_CONNECT_TIMEOUT_MS)",
-				 peer, p->host,
-				 tl->base.ctx->connect_timeout_ns / 1000000u);
+		ib_cm_expired(tl, peer);
 		return 0;
 	}
-	if (now >= p->next_tx) {
-		p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 :
-			 IB_CM_RTO_MAX_NS;
-		p->next_tx = now + p->rto;
-		ib_cm_send(tl, peer, 0);
-	}
-	return 1;
+	if (now >= p->next_tx)
+		ib_cm_resend(tl, peer, now);
+	return p->active;
 }
 
 /* The peers under way only (cm->pend), not every rank: one that leaves
@@ -675,9 +1132,13 @@ void ib_cm_progress(struct ib_tl *tl)
 	unsigned int i;
 	uint64_t now;
 
-	if (!cm || !cm->pending)
+	if (!cm)
+		return;
+	ib_cm_drain(tl);
+	if (!cm->pending && (!ib_cm_cap(cm) || cm->eps <= ib_cm_cap(cm)))
 		return;
 	now = rdmach_now_ns();
+	ib_cm_trim(tl, now);
 	for (i = 0; i < cm->pending;)
 		i += (unsigned int)ib_cm_tick(tl, cm->pend[i], now);
 }
@@ -759,6 +1220,35 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 	return ret < 0 ? ret : 0;
 }
 
+void ib_cm_finalizing(struct ib_tl *tl, uint64_t deadline_ns)
+{
+	struct ib_cm *cm = tl->cm;
+
+	if (!cm)
+		return;
+	cm->finalizing = 1;
+	/* our requests to close: answered (closed, or kept and up again:
+	 * its fin follows), or kept at their deadline */
+	while (cm->closing && rdmach_now_ns() < deadline_ns)
+		ib_cm_poll(tl);
+}
+
+void ib_cm_print(const struct ib_tl *tl, FILE *out)
+{
+	const struct ib_cm *cm = tl->cm;
+
+	if (!cm)
+		return;
+	fprintf(out, "# ib connections: %" PRIu64 " made, %u QPs to peers "
+		"now (%u at most, RDMACH_IB_QPS_MAX=%u%s); idle ones closed: "
+		"%" PRIu64 " asked by us, %" PRIu64 " by peers, %" PRIu64
+		" kept by a busy peer; %" PRIu64 " waited for room, %" PRIu64
+		" made beyond it\n", cm->st.made, cm->eps, cm->st.eps_most,
+		cm->eps_max, cm->eps_full ? ", the device full" : "",
+		cm->st.closed, cm->st.closed_asked, cm->st.kept,
+		cm->st.waits, cm->st.over);
+}
+
 /* ---- open and close -------------------------------------------------------- */
 
 static uint64_t ib_cm_new_nonce(void)
@@ -781,9 +1271,18 @@ int ib_cm_open(struct ib_tl *tl)
 		return -ENOMEM;
 	tl->cm = cm;
 	tl->cm_wc = ib_cm_wc;
+	tl->cm_drain = ib_cm_drain;
 	if (!tl->cm_version)
 		tl->cm_version = IB_CM_VERSION;
 	cm->nonce = ib_cm_new_nonce();
+	/* only demand makes a closed connection again */
+	cm->may_close = tl->base.ctx->demand;
+	cm->eps_max = cm->may_close ? tl->qps_max : 0;
+	cm->wait_ns = tl->qps_wait_ms * 1000000ull;
+	if (tl->qps_max && !cm->may_close)
+		rdmach_warn("ib: RDMACH_IB_QPS_MAX=%u has no effect under "
+			    "RDMACH_CONNECT=all (a QP to every peer)",
+			    tl->qps_max);
 	cm->peers = calloc((size_t)tl->base.ctx->size, sizeof(*cm->peers));
 	cm->pend = calloc((size_t)tl->base.ctx->size, sizeof(*cm->pend));
 	cm->buf = calloc(1, len);

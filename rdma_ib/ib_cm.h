@@ -12,6 +12,7 @@
 #define RDMACH_IB_CM_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <infiniband/verbs.h>
 
 #include "ib_tl.h"
@@ -36,6 +37,12 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers);
 void ib_cm_progress(struct ib_tl *tl);
 /* How many are under way (RDMACH_STATS). */
 unsigned int ib_cm_pending(const struct ib_tl *tl);
+
+/* Finalize has begun: peers' requests to close a connection are
+ * refused, ours are answered (until deadline_ns at most). */
+void ib_cm_finalizing(struct ib_tl *tl, uint64_t deadline_ns);
+/* Connections made, QPs held, idle ones closed (RDMACH_STATS). */
+void ib_cm_print(const struct ib_tl *tl, FILE *out);
 
 /* Send queue and receive entries the UD QP adds to the shared CQ. */
 #define IB_CM_CQE 384

@@ -308,11 +308,11 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 		qp = ibv_create_qp(d->pd, &ia);
 	}
 	if (!qp) {
-		rdmach_err("ib: ibv_create_qp on %s failed (%s): this process "
-			   "holds %u QPs, the device %d for every process of "
-			   "this host (max_qp); RDMACH_CONNECT=demand makes "
-			   "QPs only to the peers a process talks to", d->name,
-			   strerror(errno), d->qps, d->max_qp);
+		/* the connection manager may close an idle connection and
+		 * try again: ib_dev_qp_refused says why when it cannot */
+		d->qp_errno = errno ? errno : ENOMEM;
+		rdmach_debug("ib: ibv_create_qp on %s failed: %s", d->name,
+			     strerror(d->qp_errno));
 		return NULL;
 	}
 	memset(&a, 0, sizeof(a));
@@ -331,6 +331,16 @@ struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 	*inline_max = ia.cap.max_inline_data;
 	d->qps++;
 	return qp;
+}
+
+void ib_dev_qp_refused(const struct ib_dev *d)
+{
+	rdmach_err("ib: ibv_create_qp on %s failed (%s): this process holds "
+		   "%u QPs, the device %d for every process of this host "
+		   "(max_qp); RDMACH_CONNECT=demand makes QPs only to the "
+		   "peers a process talks to, and closes idle ones when the "
+		   "device has none left", d->name, strerror(d->qp_errno),
+		   d->qps, d->max_qp);
 }
 
 void ib_qp_destroy(struct ib_dev *d, struct ibv_qp *qp)

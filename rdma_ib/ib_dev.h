@@ -22,6 +22,7 @@ struct ib_dev {
 	int max_qp;			/* QPs the device holds, all
 					 * processes of the host together */
 	unsigned int qps;		/* RC QPs of this process open */
+	int qp_errno;			/* why ib_qp_create failed last */
 	int async_ok;			/* its async events can be read
 					 * without waiting */
 	uint32_t max_msg_sz;		/* port limit on one message */
@@ -101,6 +102,9 @@ int ib_dev_async(struct ib_dev *d, const struct ibv_cq *cq, char *why,
 struct ibv_qp *ib_qp_create(struct ib_dev *d, struct ibv_cq *cq,
 			    struct ibv_srq *srq, unsigned int sq_depth,
 			    unsigned int inline_want, unsigned int *inline_max);
+/* Why ib_qp_create failed last (d->qp_errno, the QPs held), logged as
+ * an error: the caller could not do without the QP. */
+void ib_dev_qp_refused(const struct ib_dev *d);
 /* Destroys a QP of ib_qp_create (d->qps counts them). */
 void ib_qp_destroy(struct ib_dev *d, struct ibv_qp *qp);
 /* Path MTU towards remote: the smaller of the two ports' active MTUs and

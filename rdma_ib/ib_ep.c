@@ -348,6 +348,15 @@ static void ib_wr_flushed(struct ib_conn *ic, uint64_t wr_id)
 	}
 }
 
+/* Did the completion come from a QP of ic?  An error completion of a
+ * QP destroyed since (the connection closed while idle and made again:
+ * the rank's slot is the same) is not the new connection's. */
+static int ib_wc_ours(const struct ib_conn *ic, const struct ibv_wc *wc)
+{
+	return wc->qp_num == ic->qp->qp_num ||
+	       (ic->loop_qp && wc->qp_num == ic->loop_qp->qp_num);
+}
+
 static void ib_completion(struct ib_conn *ic, const struct ibv_wc *wc)
 {
 	struct ib_sig *s;
@@ -396,7 +405,8 @@ __attribute__((noinline)) int ib_ep_poll(struct ib_tl *tl)
 				continue;
 			}
 			ic = tl->conns[(uint32_t)wr_id];
-			if (!ic)
+			if (!ic || (wc[i].status != IBV_WC_SUCCESS &&
+				    !ib_wc_ours(ic, &wc[i])))
 				continue;
 			if (wr_id & IB_ZC_WRID) {
 				ib_zc_completion(&ic->zc, &wc[i]);
@@ -1148,12 +1158,26 @@ ib_put_cold(struct ib_conn *ic, const struct iovec *iov, int iovcnt,
 	return (ssize_t)done;
 }
 
+/* The endpoint of a put, get or peek.  Connection messages that arrived
+ * are handled first (ib_tl.cm_queued): here no endpoint is in use, and
+ * one may close.  NULL when this one did (the call does nothing). */
+static inline struct ib_conn *ib_ep_enter(struct rdmach_conn *conn)
+{
+	struct ib_conn *ic = conn->priv;
+
+	if (__builtin_expect(ic->tl->cm_queued != 0, 0)) {
+		ic->tl->cm_drain(ic->tl);
+		ic = conn->tl ? conn->priv : NULL;
+	}
+	return ic;
+}
+
 /* rdmach_put (ticket NULL) or rdmach_put_deferred. */
 static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 			     int iovcnt, size_t total, uint64_t *ticket)
 {
-	struct ib_conn *ic = conn->priv;
-	struct ib_tl *tl = ic->tl;
+	struct ib_conn *ic = ib_ep_enter(conn);
+	struct ib_tl *tl;
 	struct rdmach_iovc c;
 	struct ib_batch batch;
 	struct ring_slot s;
@@ -1162,6 +1186,9 @@ static inline ssize_t ib_put(struct rdmach_conn *conn, const struct iovec *iov,
 	ssize_t n;
 	int ret;
 
+	if (!ic)
+		return 0;
+	tl = ic->tl;
 	if (ib_put_one(ic, iov, iovcnt, total, &n))
 		return n;
 	if (__builtin_expect(ic->tx_cold, 0)) {
@@ -1809,9 +1836,12 @@ static inline void ib_poll_cq_when_due(struct ib_tl *tl)
 ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
 		  int iovcnt, size_t total)
 {
-	struct ib_conn *ic = conn->priv;
-	struct ib_tl *tl = ic->tl;
+	struct ib_conn *ic = ib_ep_enter(conn);
+	struct ib_tl *tl;
 
+	if (!ic)
+		return 0;
+	tl = ic->tl;
 	ib_poll_cq_when_due(tl);
 	if (ring_rx_head_arrived(&ic->rx))
 		return ib_get_ring(ic, iov, iovcnt, total);
@@ -1828,10 +1858,13 @@ ssize_t ib_ep_get(struct rdmach_conn *conn, const struct iovec *iov,
  * mode has no arrival flags to read a packet by. */
 ssize_t ib_ep_peek(struct rdmach_conn *conn, const void **buf)
 {
-	struct ib_conn *ic = conn->priv;
-	struct ib_tl *tl = ic->tl;
+	struct ib_conn *ic = ib_ep_enter(conn);
+	struct ib_tl *tl;
 	struct ring_pkt pkt;
 
+	if (!ic)
+		return 0;
+	tl = ic->tl;
 	if (tl->mode == RING_MODE_BASIC)
 		return -EOPNOTSUPP;
 	if (__builtin_expect(ic->rx_cold, 0))
@@ -2261,6 +2294,27 @@ void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns)
 	if (ic->sq_free >= 1)
 		ib_post_ctrl(ic, offsetof(struct ib_ctrl, fin),
 			     (ic->tx.head + 1) | IB_PEER_WHOLE, IB_WR_FIN, 1);
+}
+
+int ib_ep_quiesce(struct ib_conn *ic)
+{
+	if (ic->broken || ic->conn->err || ic->loop_qp || ic->ring_left ||
+	    ib_peer_load64(&ic->ctrl->fin))
+		return 0;
+	if (ic->sig_tail != ic->sig_head || ic->ka_pending)
+		return 0;
+	if (ib_ep_wr_out(ic)) {
+		/* an unsignalled run: only a signalled write completes it */
+		if (ic->sq_free > 0 && ic->tl->wr_out < ic->tl->wr_max &&
+		    !ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka),
+				  rdmach_now_ns(), IB_WR_KA, 1)) {
+			ic->ka_pending = 1;
+			ic->ka_sent = rdmach_now_ns();
+		}
+		return 0;
+	}
+	/* a zero-copy put not reported done yet (put_done) */
+	return !ib_zc_tx_unacked(&ic->zc);
 }
 
 int ib_ep_drained(const struct ib_conn *ic)

@@ -132,6 +132,9 @@ struct ib_conn {
 	struct ib_sp_conn sp;	/* superpipeline (ib_spipe.c) */
 	int sp_offered;		/* the peer may send us superpipeline
 				 * messages: counted in large.land_offered */
+	/* the connection manager's look at its use (ib_cm.c): the bytes
+	 * put and got then, and since when they stand */
+	uint64_t cm_used, cm_used_at;
 };
 
 /* Its writes and sends posted and not known complete. */
@@ -180,6 +183,13 @@ void ib_ep_fail(struct ib_conn *ic, int err, const char *what);
  * (failed, or destroyed), the last entry taking its place. */
 void ib_ep_live_add(struct ib_conn *ic);
 void ib_ep_live_drop(struct ib_conn *ic);
+
+/* Can the connection be closed for being idle (ib_cm.h)?  1 when
+ * nothing of ours is in flight, the peer reads none of our memory and
+ * neither end is failed or finalizing; the bytes each end put and got
+ * are the connection manager's to compare.  An unsignalled run of writes
+ * is closed with a keepalive (signalled), so that a later call says 1. */
+int ib_ep_quiesce(struct ib_conn *ic);
 
 /* Finalize: tell the peer our final head; is everything we posted done
  * (or moot: the peer left or the connection failed)? */

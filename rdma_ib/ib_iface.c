@@ -30,7 +30,7 @@ enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
        IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_CM_VERSION,
        IB_K_SRQ_BUFS, IB_K_SRQ_BUF_SIZE, IB_K_SRQ_CREDITS, IB_K_RING_AFTER,
-       IB_K_RINGS_MAX, IB_K_CQ_WRS, IB_K_NUM };
+       IB_K_RINGS_MAX, IB_K_CQ_WRS, IB_K_QPS_MAX, IB_K_QPS_WAIT, IB_K_NUM };
 
 static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 	[IB_K_DEVICE] = { "RDMACH_IB_DEVICE", RDMACH_KNOB_STRING, "", 0, 0,
@@ -106,6 +106,17 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 		"most, signalled or not (a QP in error completes each): the "
 		"completion queue is sized by it, not by peers; past half of "
 		"it every post is signalled" },
+	[IB_K_QPS_MAX] = { "RDMACH_IB_QPS_MAX", RDMACH_KNOB_UINT, "0", 0,
+		1u << 24, "RDMACH_CONNECT=demand: QPs to other ranks a process "
+		"keeps; a connection it starts beyond waits while the idlest "
+		"quiet one is closed (both ends agree; its next put makes it "
+		"again), and idle ones are closed down to it (0: no limit of "
+		"our own; idle ones are closed when the device has no QP "
+		"left)" },
+	[IB_K_QPS_WAIT] = { "RDMACH_IB_QPS_WAIT_MS", RDMACH_KNOB_UINT, "100",
+		0, 3600000, "how long a connection waits for another to close "
+		"at RDMACH_IB_QPS_MAX before it is made beyond (one closes "
+		"only once each end read all the other put)" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
@@ -221,6 +232,8 @@ static int ib_read_knobs(struct ib_tl *tl, unsigned int *port)
 	tl->ring_after = v[IB_K_RING_AFTER];
 	tl->rings_max = (unsigned int)v[IB_K_RINGS_MAX];
 	tl->wr_max = (unsigned int)v[IB_K_CQ_WRS];
+	tl->qps_max = (unsigned int)v[IB_K_QPS_MAX];
+	tl->qps_wait_ms = v[IB_K_QPS_WAIT];
 	*port = (unsigned int)v[IB_K_PORT];
 	return 0;
 }
@@ -367,6 +380,7 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	struct ib_tl *tl = (struct ib_tl *)base;
 	int i, ret = 0;
 
+	ib_cm_finalizing(tl, deadline_ns);
 	for (i = 0; tl->cq && i < base->ctx->size; i++)
 		if (tl->conns[i] && base->ctx->conns[i].tl == base)
 			ib_ep_send_fin(tl->conns[i], deadline_ns);
@@ -444,6 +458,7 @@ static void ib_print_stats(struct rdmach_tl *base, FILE *out)
 		"made; %u writes in flight (%u at most), %" PRIu64 " flushed "
 		"by failed connections\n", tl->nlive, ib_cm_pending(tl),
 		tl->wr_out, tl->wr_max, tl->wr_flushed);
+	ib_cm_print(tl, out);
 	ib_print_landing(tl, out);
 }
 

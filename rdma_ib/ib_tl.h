@@ -56,12 +56,20 @@ struct ib_tl {
 	struct ib_zc_cfg zc_cfg;
 	struct ib_large large;	/* protocol choice, tuning, superpipeline */
 	struct ib_cm *cm;	/* connection manager (ib_cm.h) */
-	/* set by the connection manager: a completion of its UD QP */
+	/* set by the connection manager: a completion of its UD QP; a
+	 * message received is only queued (cm_queued), and handled by
+	 * cm_drain where no endpoint is in use (its handling may close
+	 * one): the connection manager's calls, and a put, get or peek
+	 * before it takes its endpoint */
 	void (*cm_wc)(struct ib_tl *tl, const struct ibv_wc *wc);
+	void (*cm_drain)(struct ib_tl *tl);
+	unsigned int cm_queued;
 	unsigned int cm_drop;	/* test hook: connection messages to drop */
 	uint16_t cm_version;	/* connection protocol spoken (a test hook
 				 * may pretend another) */
 	unsigned int cm_peers;	/* peers it may connect (CQ sizing) */
+	unsigned int qps_max;	/* RDMACH_IB_QPS_MAX: QPs to peers kept */
+	uint64_t qps_wait_ms;	/* RDMACH_IB_QPS_WAIT_MS */
 	/* the shared receive path (ib_srq.h): NULL when off; new demand
 	 * connections start cold on it */
 	struct ib_srq *srq;

@@ -11,7 +11,9 @@
 #          under RDMACH_CONNECT=demand exchanging with their ring
 #          neighbours only (each has made 2 ib connections at MPI_Finalize),
 #          then with all-to-all too (4: every rank on the other VM),
-#          and mpi-node-2-per-vm (below, boot A)
+#          the all-to-all again with RDMACH_IB_QPS_MAX=1 (idle
+#          connections closed and made again, every rank), and
+#          mpi-node-2-per-vm (below, boot A)
 #   full   `make check-cluster`: four boots
 #          A  2 VMs: conformance, streams, knobs that differ between
 #             hosts, a host without an RDMA device, MPI programs (cpi, Fortran,
@@ -236,6 +238,30 @@ if [ "${1:-}" = --inner ]; then
 		fi
 	}
 
+	# mpi_qps NAME: mpi_neighbors alltoall under demand with
+	# RDMACH_IB_QPS_MAX=1, 8 ranks round-robin (4 peers over ib each, and
+	# CH3's close protocol at MPI_Finalize): every rank ok, and each one's
+	# idle connections were closed and made again (either end asking)
+	mpi_qps() {
+		local name=$1 log=$L/$1.log nok nline nclosed; shift
+		want "$name" || return 0
+		(mpich_path
+		 mpx 300 "$log" -f "$HF" -n 8 -genv RDMACH_CONNECT demand \
+			-genv RDMACH_IB_QPS_MAX 1 -genv RDMACH_STATS 1 \
+			"$MPIBIN/mpi_neighbors" alltoall)
+		local rc=$?
+		SECS=$(cat "$log.secs" 2>/dev/null || echo 0)
+		nok=$(grep -c '^rank [0-9]*: ok' "$log")
+		nline=$(grep -c '^# ib connections:' "$log")
+		nclosed=$(sed -n 's/^# ib connections:.* closed: \([0-9]*\) asked by us, \([0-9]*\) by peers.*/\1 \2/p' "$log" |
+			awk '$1 + $2 > 0' | wc -l)
+		if [ "$rc" = 0 ] && [ "$nok" = 8 ] && [ "$nline" = 8 ] && [ "$nclosed" = 8 ]; then
+			ok "$name: 8 ranks, RDMACH_IB_QPS_MAX=1, every rank closed idle connections (${SECS%.*} s)"
+		else
+			bad "$name" "status $rc, $nok ranks ok, $nline ib stats lines, $nclosed with connections closed: $(grep '^# ib connections:' "$log" | head -n 2 | tr '\n' ' ')"
+		fi
+	}
+
 	# mpi_node_k K [flat]: mpi_node with K ranks per VM (hostfile vmN:K,
 	# ranks in host order): each rank's MPI_COMM_TYPE_SHARED communicator
 	# is the K ranks whose gethostname() is its own; then an
@@ -388,6 +414,7 @@ if [ "${1:-}" = --inner ]; then
 				bad in-place "$(tail -n 3 "$L/in-place.log" | tr '\n' ' ')"
 			mpi_demand mpi-demand-neighbours 2
 			mpi_demand mpi-demand-alltoall 4 alltoall
+			mpi_qps mpi-qps-max-1
 			mpi_node_k 2
 		else
 			skip cpi "no MPICH ch3:rdma in $PREFIX (make mpich)"

@@ -388,25 +388,6 @@ static long cn_oob_puts(rdmach_ctx_t *ctx)
 	return puts;
 }
 
-/* RC QPs of this process, as the kernel lists them; -1 if it cannot. */
-static int cn_kernel_rc_qps(void)
-{
-	char cmd[64], line[512], pid[32];
-	int n = 0, any = 0;
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd), "rdma resource show qp 2>/dev/null");
-	snprintf(pid, sizeof(pid), " pid %d ", (int)getpid());
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		any = 1;
-		n += strstr(line, "type RC") && strstr(line, pid);
-	}
-	return pclose(f) == 0 && any ? n : -1;
-}
-
 /* Four ranks: 0 and 1 talk, 2 and 3 talk; nobody else connects. */
 static int cn_only_pairs(struct tst *t)
 {
@@ -427,7 +408,7 @@ static int cn_only_pairs(struct tst *t)
 	if (!ret && cn_oob_puts(ctx) != 2)
 		ret = tst_fail(t, "%ld out-of-band puts (want 2)",
 			       cn_oob_puts(ctx));
-	qps = cn_kernel_rc_qps();
+	qps = tst_kernel_rc_qps();
 	if (!ret && qps >= 0 && qps != 1)
 		ret = tst_fail(t, "the kernel lists %d RC QPs of this process "
 			       "(want 1: to rank %d)", qps, peer);

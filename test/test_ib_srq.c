@@ -11,8 +11,10 @@
  * and a dead peer holding every send buffer; and, the shared path or
  * not, three peers dying with full send queues, whose flushed writes the
  * CQ holds (ib_cq_dead_peers), a dead peer holding the CQ's budget
- * while a live one waits (ib_cq_dead_hold) and idle connections' open
- * unsignalled runs closed (ib_cq_idle_runs); the counters of
+ * while a live one waits (ib_cq_dead_hold), idle connections' open
+ * unsignalled runs closed (ib_cq_idle_runs) and idle connections closed
+ * and made again under streams at RDMACH_IB_QPS_MAX=2 (ib_qps_churn,
+ * the kernel's QPs counted too); the counters of
  * rdmach_print_stats say which path carried what, and the adapter's RNR
  * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
@@ -22,6 +24,7 @@
 #include <glob.h>
 #include <inttypes.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,13 +47,22 @@ struct srq_st {
 	int rx_stuck, tx_stuck;		/* the pool said it could not grow */
 };
 
+/* rdmach_print_stats's text (to free), *line its line that starts with
+ * key (NULL if none). */
+static char *srq_stats_at(struct tst *t, const char *key, char **line)
+{
+	char *buf = tst_stats_text(t->ctx);
+
+	*line = buf ? strstr(buf, key) : NULL;
+	return buf;
+}
+
 static int srq_stats(struct tst *t, struct srq_st *st)
 {
-	char *buf = tst_stats_text(t->ctx), *p;
+	char *p, *buf = srq_stats_at(t, "# ib shared path: ", &p);
 	int n = 0;
 
 	memset(st, 0, sizeof(*st));
-	p = buf ? strstr(buf, "# ib shared path: ") : NULL;
 	if (p)
 		n = sscanf(p, "# ib shared path: %" SCNu64 " messages out (%"
 			   SCNu64 " bytes), %" SCNu64 " in (%" SCNu64
@@ -151,8 +163,9 @@ static int srq_connect(struct tst *t, const char *const *env)
 	return 0;
 }
 
-/* Streams to and from every other rank of the group, all at once. */
-static int srq_all_pairs(struct tst *t, uint64_t total,
+/* Streams to and from every other rank of the group, all at once; salt
+ * makes a round's bytes differ from another's. */
+static int srq_all_pairs(struct tst *t, uint64_t salt, uint64_t total,
 			 const struct tst_shape *put_sh,
 			 const struct tst_shape *get_sh)
 {
@@ -168,9 +181,11 @@ static int srq_all_pairs(struct tst *t, uint64_t total,
 		if (!c)
 			return -1;
 		tst_stream_init(&s[n++], c, p, 1,
-				tst_stream_seed(t, t->rank, p), total, put_sh);
+				tst_stream_seed(t, t->rank, p) ^ salt, total,
+				put_sh);
 		tst_stream_init(&s[n++], c, p, 0,
-				tst_stream_seed(t, p, t->rank), total, get_sh);
+				tst_stream_seed(t, p, t->rank) ^ salt, total,
+				get_sh);
 	}
 	ret = tst_run(t, s, n);
 	while (n--)
@@ -193,7 +208,7 @@ static int srq_tiny_pool(struct tst *t)
 
 	if (ret)
 		return ret;
-	ret = srq_all_pairs(t, tst_scaled(4u << 20, 256 << 10), &sh, &sh);
+	ret = srq_all_pairs(t, 0, tst_scaled(4u << 20, 256 << 10), &sh, &sh);
 	if (ret)
 		return ret;
 	TST_CHECK0(t, srq_stats(t, &st));
@@ -219,7 +234,7 @@ static int srq_promote_duplex(struct tst *t)
 
 	if (ret)
 		return ret;
-	ret = srq_all_pairs(t, tst_scaled(2u << 20, 256 << 10), &sh, &sh);
+	ret = srq_all_pairs(t, 0, tst_scaled(2u << 20, 256 << 10), &sh, &sh);
 	if (ret)
 		return ret;
 	TST_CHECK0(t, srq_stats(t, &st));
@@ -245,7 +260,7 @@ static int srq_cap_churn(struct tst *t)
 
 	if (ret)
 		return ret;
-	ret = srq_all_pairs(t, tst_scaled(512u << 10, 64 << 10), &sh, &sh);
+	ret = srq_all_pairs(t, 0, tst_scaled(512u << 10, 64 << 10), &sh, &sh);
 	if (ret)
 		return ret;
 	TST_CHECK0(t, srq_stats(t, &st));
@@ -276,7 +291,7 @@ static int srq_large(struct tst *t)
 
 	if (ret)
 		return ret;
-	ret = srq_all_pairs(t, tst_scaled(16u << 20, 4u << 20), &put_sh,
+	ret = srq_all_pairs(t, 0, tst_scaled(16u << 20, 4u << 20), &put_sh,
 			    &get_sh);
 	if (ret)
 		return ret;
@@ -407,7 +422,7 @@ static int srq_pool_phase(struct tst *t, int all)
 	int ret, peer = t->rank ^ 1;
 
 	if (all)
-		return srq_all_pairs(t, 256 << 10, &big, &sh);
+		return srq_all_pairs(t, 0, 256 << 10, &big, &sh);
 	c = tst_conn(t, peer);
 	if (!c)
 		return -1;
@@ -1085,6 +1100,124 @@ static int ib_cq_idle_runs(struct tst *t)
 	return 0;
 }
 
+/* The "# ib connections:" line of rdmach_print_stats (rdma_ib/ib_cm.c). */
+struct qps_st {
+	uint64_t made, closed, closed_asked, kept, waits, over;
+	unsigned int now, most;
+};
+
+static int qps_stats(struct tst *t, struct qps_st *q)
+{
+	char *p, *buf = srq_stats_at(t, "# ib connections: ", &p);
+	int n = 0;
+
+	memset(q, 0, sizeof(*q));
+	if (p)
+		n = sscanf(p, "# ib connections: %" SCNu64 " made, %u QPs to "
+			   "peers now (%u at most, RDMACH_IB_QPS_MAX=%*u%*[^;]; "
+			   "idle ones closed: %" SCNu64 " asked by us, %"
+			   SCNu64 " by peers, %" SCNu64 " kept by a busy "
+			   "peer; %" SCNu64 " waited for room, %" SCNu64
+			   " made beyond", &q->made, &q->now, &q->most,
+			   &q->closed, &q->closed_asked, &q->kept, &q->waits,
+			   &q->over);
+	free(buf);
+	if (n != 8)
+		return tst_fail(t, "no ib connection counters (%d fields)", n);
+	tst_log(t, "connections: made %" PRIu64 ", QPs now %u (most %u), "
+		"closed %" PRIu64 " + %" PRIu64 " asked, kept %" PRIu64
+		", waited %" PRIu64 ", beyond %" PRIu64, q->made, q->now,
+		q->most, q->closed, q->closed_asked, q->kept, q->waits,
+		q->over);
+	return 0;
+}
+
+/* Progress until every rank has come here (word: a counter of
+ * t->shared): the others' close and connection requests need our
+ * answers, and a rank in an out-of-band barrier gives none. */
+static int srq_progress_until_all(struct tst *t, unsigned int word)
+{
+	uint64_t deadline = rdmach_now_ns() + 60000000000ull;
+
+	__atomic_add_fetch(&t->shared[word], 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&t->shared[word], __ATOMIC_SEQ_CST) <
+	       (uint64_t)t->np) {
+		int err = rdmach_progress(t->ctx);
+
+		TST_CHECK(t, !err, "rdmach_progress: %s",
+			  rdmach_strerror(err));
+		TST_CHECK(t, rdmach_now_ns() < deadline, "the other ranks did "
+			  "not finish within 60 s");
+		sched_yield();
+	}
+	return 0;
+}
+
+/* Progress until this process is back within RDMACH_IB_QPS_MAX (want):
+ * peers' requests may take it beyond for a while. */
+static int qps_trimmed(struct tst *t, unsigned int want, struct qps_st *q)
+{
+	uint64_t deadline = rdmach_now_ns() + 30000000000ull;
+
+	for (;;) {
+		TST_CHECK0(t, qps_stats(t, q));
+		if (q->now <= want)
+			return 0;
+		TST_CHECK(t, rdmach_now_ns() < deadline, "%u QPs to peers "
+			  "after 30 s (want %u at most)", q->now, want);
+		for (int k = 0; k < 1000; k++) {
+			int err = rdmach_progress(t->ctx);
+
+			TST_CHECK(t, !err, "rdmach_progress: %s",
+				  rdmach_strerror(err));
+		}
+	}
+}
+
+/* 6 ranks, RDMACH_IB_QPS_MAX=2: every pair streams both ways at once,
+ * three rounds (the second with puts of up to 200 KB: zero-copy and the
+ * superpipeline), byte-checked, so connections close while idle and are
+ * made again under the streams, many times.  A process starts no
+ * connection beyond 2; once the streams are done, it is back to 2
+ * (rdmach's count and the kernel's) and closed at least the 3 it could
+ * not keep. */
+static int ib_qps_churn(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_IB_QPS_MAX", "2", NULL };
+	struct tst_shape small = { .min_call = 1, .max_call = 3000,
+				   .min_pieces = 1, .max_pieces = 3 };
+	struct tst_shape big = { .min_call = 1, .max_call = 200000,
+				 .min_pieces = 1, .max_pieces = 2 };
+	struct qps_st q;
+	int round, qps, ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	for (round = 1; round <= 3; round++) {
+		const struct tst_shape *sh = round == 2 ? &big : &small;
+
+		ret = srq_all_pairs(t, (uint64_t)round << 40,
+				    tst_scaled(256u << 10, 64 << 10), sh, sh);
+		if (ret)
+			return ret;
+	}
+	TST_CHECK0(t, srq_progress_until_all(t, 0));
+	ret = qps_trimmed(t, 2, &q);
+	TST_CHECK0(t, srq_progress_until_all(t, 1));
+	if (ret)
+		return ret;
+	TST_CHECK(t, q.closed + q.closed_asked >= (uint64_t)t->np - 3 &&
+		  q.made >= (uint64_t)t->np - 1 && q.waits > 0, "%" PRIu64
+		  " connections made, %" PRIu64 " closed, %" PRIu64 " waited "
+		  "(want %d made, %d closed at least, some waits)", q.made,
+		  q.closed + q.closed_asked, q.waits, t->np - 1, t->np - 3);
+	qps = tst_kernel_rc_qps();
+	TST_CHECK(t, qps <= 2, "the kernel lists %d RC QPs of this process "
+		  "(want 2 at most)", qps);
+	tst_log(t, "kernel RC QPs: %d", qps);
+	return srq_check_rnr(t);
+}
+
 static const struct tst_case srq_cases[] = {
 	{ "srq_tiny_pool", 2, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
 	{ "srq_tiny_pool_4", 4, srq_tiny_pool, TST_NO_CTX, NULL, { 0 } },
@@ -1107,6 +1240,8 @@ static const struct tst_case srq_cases[] = {
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, 0, -SIGKILL } },
 	{ "ib_cq_idle_runs", 4, ib_cq_idle_runs, TST_NO_CTX, NULL, { 0 } },
+	{ "ib_qps_churn", 6, ib_qps_churn, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
+	  { 0 } },
 	{ "ib_cq_dead_hold", 3, ib_cq_dead_hold,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, 0, -SIGKILL } },

@@ -386,6 +386,25 @@ rdmach_conn_t *tst_connect_env(struct tst *t, const char *const *env,
 	return c;
 }
 
+/* RC QPs of this process, as the kernel lists them; -1 if it cannot. */
+int tst_kernel_rc_qps(void)
+{
+	char cmd[64], line[512], pid[32];
+	int n = 0, any = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma resource show qp 2>/dev/null");
+	snprintf(pid, sizeof(pid), " pid %d ", (int)getpid());
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		any = 1;
+		n += strstr(line, "type RC") && strstr(line, pid);
+	}
+	return pclose(f) == 0 && any ? n : -1;
+}
+
 char *tst_stats_text(rdmach_ctx_t *ctx)
 {
 	char *buf = NULL;

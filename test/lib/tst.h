@@ -179,6 +179,9 @@ struct tst_capture {
 	int fd, saved_err, saved_out;
 };
 int tst_capture_begin(struct tst_capture *cap, int with_stdout);
+/* RC QPs of this process, as the kernel lists them (rdma resource show
+ * qp); -1 if it cannot. */
+int tst_kernel_rc_qps(void);
 /* What rdmach_print_stats(ctx) prints (malloc'd, to free), or NULL. */
 char *tst_stats_text(rdmach_ctx_t *ctx);
 void tst_capture_end(struct tst *t, struct tst_capture *cap, char *buf,
