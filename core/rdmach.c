@@ -1232,7 +1232,8 @@ static void core_note_stall(struct rdmach_conn *conn)
 	struct core_ctx *c = core_of(conn->ctx);
 	uint64_t now;
 
-	if (!c->x.stall_warn_ns || conn->stall_warned)
+	/* (a put that found its connection closing: no stall) */
+	if (!c->x.stall_warn_ns || conn->stall_warned || !conn->tl)
 		return;
 	now = rdmach_now_ns();
 	if (!conn->stall_since_ns) {
@@ -1385,8 +1386,8 @@ int rdmach_put_done(rdmach_conn_t *conn, uint64_t *done)
 		ret = core_demand(conn, 0);
 		if (ret && ret != -EINPROGRESS)
 			return ret;
-		if (!conn->tl) {
-			*done = 0;
+		if (!conn->tl) {	/* never up, or closed idle */
+			*done = conn->tickets_done;
 			return 0;
 		}
 	}
@@ -1483,9 +1484,10 @@ void rdmach_conn_up(struct rdmach_conn *conn, struct rdmach_tl *tl)
 	x->up_ranks[x->up_tail++] = conn->peer;	/* once per rank: fits */
 }
 
-void rdmach_conn_down(struct rdmach_conn *conn)
+void rdmach_conn_down(struct rdmach_conn *conn, uint64_t tickets_done)
 {
 	conn->tl = NULL;
+	conn->tickets_done = tickets_done;
 }
 
 int rdmach_conns_up(rdmach_ctx_t *ctx, int *peers, int max)

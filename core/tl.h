@@ -126,6 +126,7 @@ struct rdmach_conn {
 	int stall_warned;		/* puts stalled: said so once */
 	uint64_t stall_since_ns;	/* first put that took nothing, or 0 */
 	uint64_t put_done_seen;		/* last rdmach_put_done answer */
+	uint64_t tickets_done;		/* while down: rdmach_conn_down's */
 	rdmach_stats_t stats;
 	/* rdmach_consume calls and bytes: printed by rdmach_print_stats, not
 	 * in rdmach_stats_t (its size is part of the ABI) */
@@ -159,8 +160,10 @@ void rdmach_conn_up(struct rdmach_conn *conn, struct rdmach_tl *tl);
  * connect_peer closed it for being idle (everything put on either end
  * was got), or is closing it.  The core routes its calls through
  * connect_peer again, and the next put makes it anew; rdmach_conns_up
- * does not report it again. */
-void rdmach_conn_down(struct rdmach_conn *conn);
+ * does not report it again.  tickets_done: every put_deferred ticket up
+ * to it is done, which rdmach_put_done reports meanwhile (the transport
+ * goes on from there: tickets of a connection keep increasing). */
+void rdmach_conn_down(struct rdmach_conn *conn, uint64_t tickets_done);
 
 /* A transport whose open returns -ENODEV says why here: when a pair of
  * ranks is then left without a transport, the error names that reason and

@@ -44,6 +44,7 @@ _Static_assert(IB_CM_RECVS + IB_CM_SENDS <= IB_CM_CQE,
 					 * is not asked again before */
 #define IB_CM_IDLE_NS (5 * 1000000ull)	/* a connection closes only after
 					 * carrying nothing for this long */
+#define IB_CM_FULL_NS (100 * 1000000ull)	/* the device's QPs tried again */
 
 /* Flags of a message: what its sender knows. */
 #define IB_CM_F_RTR 0x1u	/* its QP is connected to yours */
@@ -100,6 +101,8 @@ struct ib_cm_peer {
 	uint32_t attempt;	/* our last request to close (IB_CM_F_CLOSE) */
 	uint32_t kept;		/* its last request we answered BUSY */
 	uint64_t busy_until;	/* it kept one: not asked again before */
+	uint64_t tickets;	/* the next zero-copy ticket of the pair's
+				 * next connection (0: the first's own) */
 	uint64_t deadline, next_tx, rto;
 };
 
@@ -138,7 +141,9 @@ struct ib_cm {
 	unsigned int eps;	/* endpoints to other ranks: a QP each */
 	unsigned int eps_max;	/* RDMACH_IB_QPS_MAX (0: none of ours) */
 	uint64_t wait_ns;	/* RDMACH_IB_QPS_WAIT_MS */
-	unsigned int eps_full;	/* the device refused a QP at this many */
+	unsigned int eps_full;	/* the device refused a QP at this many ... */
+	int full_warned;	/* said so once */
+	uint64_t full_at;	/* ... then */
 	unsigned int closing;	/* close requests unanswered */
 	int finalizing;		/* close requests are answered BUSY */
 	uint64_t trim_at;	/* ib_cm_trim looks again then */
@@ -436,8 +441,8 @@ static void ib_cm_up(struct ib_tl *tl, int peer)
  *
  * Under RDMACH_CONNECT=demand a process keeps RDMACH_IB_QPS_MAX
  * endpoints to other ranks (0: as many as the device gives it; when it
- * refuses one, the count held then is the limit until one is made
- * again).  A connection this process starts beyond it waits, and the
+ * refuses one, the count held then is the limit, tried again every
+ * IB_CM_FULL_NS).  A connection this process starts beyond it waits, and the
  * peer of the idlest quiet connection is asked to close theirs
  * (IB_CM_F_CLOSE); the next put on a closed connection makes it anew,
  * cold, as the first did.  A peer's request is answered at once, even
@@ -462,7 +467,8 @@ static void ib_cm_closed(struct ib_tl *tl, int peer, int asked)
 		cm->closing--;
 	}
 	ib_cm_set_pending(cm, peer, 0);
-	rdmach_conn_down(conn);
+	p->tickets = ib_ep_tickets_next(tl->conns[peer]);
+	rdmach_conn_down(conn, p->tickets - 1);
 	conn->priv = NULL;
 	ib_ep_destroy(tl->conns[peer]);
 	tl->conns[peer] = NULL;
@@ -487,7 +493,7 @@ static void ib_cm_close_start(struct ib_tl *tl, struct ib_conn *ic,
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 
 	ib_ep_live_drop(ic);
-	rdmach_conn_down(ic->conn);
+	rdmach_conn_down(ic->conn, ib_ep_tickets_next(ic) - 1);
 	p->closing = 1;
 	p->attempt++;
 	tl->cm->closing++;
@@ -537,6 +543,9 @@ static int ib_cm_close_idlest(struct ib_tl *tl)
 	struct ib_conn *best = NULL;
 	unsigned int i;
 
+	if (tl->cm->finalizing)
+		return 0;
+
 	for (i = 0; i < tl->nlive; i++) {
 		struct ib_conn *ic = tl->live[i];
 
@@ -553,9 +562,13 @@ static int ib_cm_close_idlest(struct ib_tl *tl)
 	return 1;
 }
 
-/* The endpoints this process keeps (0: any number). */
-static unsigned int ib_cm_cap(const struct ib_cm *cm)
+/* The endpoints this process keeps (0: any number).  The device's
+ * limit is tried again every IB_CM_FULL_NS: the other processes of the
+ * host may have given QPs back. */
+static unsigned int ib_cm_cap(struct ib_cm *cm)
 {
+	if (cm->eps_full && rdmach_now_ns() - cm->full_at >= IB_CM_FULL_NS)
+		cm->eps_full = 0;
 	return cm->eps_full ? cm->eps_full : cm->eps_max;
 }
 
@@ -627,14 +640,16 @@ static int ib_cm_ep(struct ib_tl *tl, int peer, struct ib_conn **icp,
 		    cm->eps > cm->closing) {
 			/* the device's QPs are all taken, by this process
 			 * and the others of the host: make room */
-			if (!cm->eps_full)
+			if (!cm->full_warned)
 				rdmach_warn("ib: %s holds no more QPs (max_qp "
 					    "%d for the host; this process "
 					    "has %u): closing idle "
 					    "connections to make room",
 					    tl->dev.name, tl->dev.max_qp,
 					    tl->dev.qps);
+			cm->full_warned = 1;
 			cm->eps_full = cm->eps;
+			cm->full_at = rdmach_now_ns();
 			ib_cm_room(tl);
 			return 0;
 		}
@@ -645,6 +660,8 @@ static int ib_cm_ep(struct ib_tl *tl, int peer, struct ib_conn **icp,
 		}
 		tl->conns[peer] = ic;
 		conn->priv = ic;
+		if (other && cm->peers[peer].tickets)
+			ib_ep_tickets_go_on(ic, cm->peers[peer].tickets);
 		if (other && ++cm->eps > cm->st.eps_most)
 			cm->st.eps_most = cm->eps;
 		cm->eps_full = 0;
@@ -927,8 +944,8 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 		ib_cm_handle_close(tl, m, age);
 		return;
 	}
-	if (age > 0 || (age == 0 && p->closing))
-		return;		/* stale, or the closing one's set-up */
+	if (age > 0 || (age == 0 && p->closing) || tl->cm->finalizing)
+		return;		/* stale, the closing one's set-up, or late */
 	if (age < 0) {
 		/* the peer closed the connection we asked it to and makes
 		 * the next: its answer to us was lost */
@@ -1051,16 +1068,19 @@ static void ib_cm_expired(struct ib_tl *tl, int peer)
 	uint64_t ms = tl->base.ctx->connect_timeout_ns / 1000000u;
 
 	if (p->closing) {
-		/* a process that makes no rdmach call answers nothing, and
-		 * a dead one is the keepalive's to find: the connection is
-		 * kept */
-		rdmach_debug("ib: rank %d (host %s) did not answer the request "
-			     "to close the idle connection within %" PRIu64
-			     " ms: kept", peer, p->host, ms);
-		ib_cm_close_undo(tl, peer);
-		return;
-	}
-	if (p->waiting) {
+		/* resuming without its word could meet a stale copy of the
+		 * request taken later: as with a request to connect, a peer
+		 * silent that long counts as dead (its QP goes to error) */
+		char msg[200];
+
+		p->closing = 0;
+		cm->closing--;
+		snprintf(msg, sizeof(msg), "rank %d on host %s did not answer "
+			 "the request to close the idle connection within %"
+			 PRIu64 " ms (RDMACH_CONNECT_TIMEOUT_MS)", peer,
+			 p->host, ms);
+		ib_ep_fail(tl->conns[peer], -ECONNRESET, msg);
+	} else if (p->waiting && (cm->eps_full || !cm->eps_max)) {
 		rdmach_conn_fail(conn, -ENOBUFS, "no QP for a connection to "
 				 "rank %d (host %s) within %" PRIu64 " ms: %s "
 				 "holds no more (max_qp %d for the host; this "
@@ -1068,6 +1088,13 @@ static void ib_cm_expired(struct ib_tl *tl, int peer)
 				 "process's connections was idle to close", peer,
 				 p->host, ms, tl->dev.name, tl->dev.max_qp,
 				 cm->eps);
+	} else if (p->waiting) {
+		rdmach_conn_fail(conn, -ENOBUFS, "no room for a connection to "
+				 "rank %d (host %s) within %" PRIu64 " ms: "
+				 "this process holds %u QPs to peers "
+				 "(RDMACH_IB_QPS_MAX=%u, RDMACH_IB_QPS_WAIT_MS "
+				 "not shorter), none idle to close", peer,
+				 p->host, ms, cm->eps, cm->eps_max);
 	} else {
 		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s did "
 				 "not answer the connection request within "
@@ -1115,6 +1142,12 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 		ib_cm_set_pending(tl->cm, peer, 0);
 		return 0;
 	}
+	if (p->closing && ib_ep_peer_finalizing(tl->conns[peer])) {
+		/* a finalizing peer keeps every connection, and one whose
+		 * fin came has closed none: ours stays */
+		ib_cm_close_undo(tl, peer);
+		return 0;
+	}
 	if (now >= p->deadline) {
 		ib_cm_expired(tl, peer);
 		return 0;
@@ -1129,13 +1162,14 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 void ib_cm_progress(struct ib_tl *tl)
 {
 	struct ib_cm *cm = tl->cm;
-	unsigned int i;
+	unsigned int i, cap;
 	uint64_t now;
 
 	if (!cm)
 		return;
 	ib_cm_drain(tl);
-	if (!cm->pending && (!ib_cm_cap(cm) || cm->eps <= ib_cm_cap(cm)))
+	cap = ib_cm_cap(cm);
+	if (!cm->pending && (!cap || cm->eps <= cap))
 		return;
 	now = rdmach_now_ns();
 	ib_cm_trim(tl, now);

@@ -1269,17 +1269,23 @@ ssize_t ib_ep_put_deferred(struct rdmach_conn *conn, const struct iovec *iov,
 
 int ib_ep_put_done(struct rdmach_conn *conn, uint64_t *done)
 {
-	struct ib_conn *ic = conn->priv;
+	struct ib_conn *ic = ib_ep_enter(conn);
 	uint64_t acked;
 	int gone;
 
+	if (!ic) {		/* closed idle now: every ticket was done */
+		*done = conn->tickets_done;
+		return 0;
+	}
 	if (ib_zc_tx_unacked(&ic->zc))
 		ib_ep_poll(ic->tl);
 	/* fin before ack: the peer writes them in the other order */
 	gone = ic->broken || ib_peer_load64(&ic->ctrl->fin);
 	acked = ib_peer_load64(&ic->ctrl->zc_ack);
 	ib_zc_tx_reap(&ic->zc, acked);
-	*done = acked;
+	/* every ticket before the first unacked one is done (those of the
+	 * pair's earlier connections too: ib_ep_tickets_go_on) */
+	*done = ic->zc.tx_first - 1;
 	if (!ib_zc_tx_unacked(&ic->zc))
 		return 0;
 	if (gone)
@@ -2301,6 +2307,12 @@ int ib_ep_quiesce(struct ib_conn *ic)
 	if (ic->broken || ic->conn->err || ic->loop_qp || ic->ring_left ||
 	    ib_peer_load64(&ic->ctrl->fin))
 		return 0;
+	/* bytes arrived and not read (a peek's among them): the reader
+	 * needs the connection up (a cold one's ring is a stand-in that
+	 * always shows a packet: its messages are queued in srx) */
+	if (ic->rx_cold ? ic->srx.head >= 0 :
+	    ic->tl->mode != RING_MODE_BASIC && ring_rx_head_arrived(&ic->rx))
+		return 0;
 	if (ic->sig_tail != ic->sig_head || ic->ka_pending)
 		return 0;
 	if (ib_ep_wr_out(ic)) {
@@ -2315,6 +2327,22 @@ int ib_ep_quiesce(struct ib_conn *ic)
 	}
 	/* a zero-copy put not reported done yet (put_done) */
 	return !ib_zc_tx_unacked(&ic->zc);
+}
+
+int ib_ep_peer_finalizing(const struct ib_conn *ic)
+{
+	return ib_peer_load64(&ic->ctrl->fin) != 0;
+}
+
+uint64_t ib_ep_tickets_next(const struct ib_conn *ic)
+{
+	return ic->zc.next_id;
+}
+
+void ib_ep_tickets_go_on(struct ib_conn *ic, uint64_t next)
+{
+	ic->zc.next_id = next;
+	ic->zc.tx_first = next;
 }
 
 int ib_ep_drained(const struct ib_conn *ic)

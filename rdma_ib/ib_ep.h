@@ -191,6 +191,15 @@ void ib_ep_live_drop(struct ib_conn *ic);
  * is closed with a keepalive (signalled), so that a later call says 1. */
 int ib_ep_quiesce(struct ib_conn *ic);
 
+/* Has the peer begun to finalize (its fin word)? */
+int ib_ep_peer_finalizing(const struct ib_conn *ic);
+
+/* The ticket of our next zero-copy put (every one before it is done
+ * once ib_ep_quiesce said so), and a new endpoint of the same pair going
+ * on from it: tickets of a connection increase across its closes. */
+uint64_t ib_ep_tickets_next(const struct ib_conn *ic);
+void ib_ep_tickets_go_on(struct ib_conn *ic, uint64_t next);
+
 /* Finalize: tell the peer our final head; is everything we posted done
  * (or moot: the peer left or the connection failed)? */
 void ib_ep_send_fin(struct ib_conn *ic, uint64_t deadline_ns);

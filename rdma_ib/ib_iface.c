@@ -384,8 +384,11 @@ static int ib_close(struct rdmach_tl *base, uint64_t deadline_ns)
 	for (i = 0; tl->cq && i < base->ctx->size; i++)
 		if (tl->conns[i] && base->ctx->conns[i].tl == base)
 			ib_ep_send_fin(tl->conns[i], deadline_ns);
-	while (tl->cq && !ib_iface_drained(tl) && rdmach_now_ns() < deadline_ns)
+	while (tl->cq && !ib_iface_drained(tl) && rdmach_now_ns() < deadline_ns) {
 		ib_ep_poll(tl);
+		if (tl->cm_queued)	/* close requests: answered BUSY */
+			tl->cm_drain(tl);
+	}
 	if (tl->cq && !ib_iface_drained(tl)) {
 		rdmach_warn("ib: finalize: writes still in flight at the "
 			    "deadline (RDMACH_FINALIZE_TIMEOUT_MS)");
@@ -486,7 +489,7 @@ int ib_mem_report(FILE *out, uint64_t demand_above)
 
 	if (tl) {
 		ib_srq_mem_report(out, &tl->srq_cfg, tl->ring_size,
-				  tl->rings_max, demand_above);
+				  tl->rings_max, tl->qps_max, demand_above);
 		ib_large_mem_report(out);
 	}
 	free(tl);

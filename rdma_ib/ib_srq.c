@@ -386,29 +386,32 @@ void ib_srq_tx_put(struct ib_srq *s, int32_t t)
 
 #define IB_MODEL_PER_NODE 128u	/* processes per node of the QP column */
 
-static void ib_srq_mem_line(FILE *out, uint64_t n, uint64_t active,
-			    uint64_t rings, uint64_t pool, uint64_t cold,
-			    uint64_t warm)
+/* A process with n peers, conns of them connected (a QP each), active
+ * of those in use, rings of them with a ring. */
+static void ib_srq_mem_line(FILE *out, uint64_t n, uint64_t conns,
+			    uint64_t active, uint64_t rings, uint64_t pool,
+			    uint64_t cold, uint64_t warm)
 {
-	double mib = (double)(pool + (n - rings) * cold + rings * warm) /
+	double mib = (double)(pool + (conns - rings) * cold + rings * warm) /
 		     (1024.0 * 1024.0);
 
-	/* a QP per peer connected, IB_MODEL_PER_NODE processes per node */
-	fprintf(out, "#   %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %10.1f %12" PRIu64
-		"\n", n, active, rings, mib, n * IB_MODEL_PER_NODE);
+	/* IB_MODEL_PER_NODE processes per node */
+	fprintf(out, "#   %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64
+		" %10.1f %12" PRIu64 "\n", n, active, rings, conns, mib,
+		conns * IB_MODEL_PER_NODE);
 }
 
-/* The pool of a process of a job of n + 1 ranks, n peers connected of
- * which rings have left the shared path: the first piece and a share per
- * cold peer, the first piece of send buffers. */
+/* The pool of a process of a job of n + 1 ranks, conns peers connected
+ * of which rings have left the shared path: the first piece and a share
+ * per cold peer, the first piece of send buffers. */
 static uint64_t ib_srq_pool_bytes(const struct ib_srq_cfg *cfg, uint64_t n,
-				  uint64_t rings)
+				  uint64_t conns, uint64_t rings)
 {
 	struct ib_srq_cfg c = *cfg;
 	uint64_t bufs;
 
 	ib_srq_cfg_peers(&c, n);
-	bufs = (n - rings + 1) * ib_srq_share(&c);
+	bufs = (conns - rings + 1) * ib_srq_share(&c);
 	if (bufs > c.bufs)
 		bufs = c.bufs;
 	return (bufs + IB_SRQ_TX_PIECE) * c.buf_size;
@@ -439,7 +442,7 @@ static void ib_srq_max_qp_line(FILE *out)
 
 void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 		       uint64_t ring_size, unsigned int rings_max,
-		       uint64_t demand_above)
+		       unsigned int qps_max, uint64_t demand_above)
 {
 	/* per peer with a ring: ring + ctrl page here, the mirror of its
 	 * ring (staging) in the peer; both directions counted, the ring
@@ -460,8 +463,8 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 			"cold peer, rings at most %u\n", demand_above,
 			cfg->bufs, cfg->buf_size, IB_SRQ_TX_PIECE,
 			IB_SRQ_TXBUFS, IB_SRQ_CTRL_SLOT, rings_max);
-	fprintf(out, "#   %8s %8s %8s %10s %12s\n", "peers", "active",
-		"rings", "MiB", "QPs/node");
+	fprintf(out, "#   %8s %8s %8s %8s %10s %12s\n", "peers", "active",
+		"rings", "QPs", "MiB", "QPs/node");
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		/* a process of a job of ns[i] + 1 ranks */
 		int shared = ns[i] + 1 > demand_above && cfg->bufs;
@@ -469,21 +472,27 @@ void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 		for (j = 0; j < sizeof(as) / sizeof(as[0]); j++) {
 			uint64_t a = as[j] < ns[i] ? as[j] : ns[i];
 			uint64_t r = a < rings_max ? a : rings_max;
+			/* connected: every peer, or those RDMACH_IB_QPS_MAX
+			 * keeps (the active ones at least) */
+			uint64_t c = !qps_max || qps_max >= ns[i] ? ns[i] :
+				     a > qps_max ? a : qps_max;
 
 			if (!shared) {
-				ib_srq_mem_line(out, ns[i], ns[i], ns[i], 0,
-						0, warm);
+				ib_srq_mem_line(out, ns[i], ns[i], ns[i],
+						ns[i], 0, 0, warm);
 				break;
 			}
-			ib_srq_mem_line(out, ns[i], a, r,
-					ib_srq_pool_bytes(cfg, ns[i], r), cold,
-					warm);
+			ib_srq_mem_line(out, ns[i], c, a, r,
+					ib_srq_pool_bytes(cfg, ns[i], c, r),
+					cold, warm);
 			if (a == ns[i])
 				break;
 		}
 	}
-	fprintf(out, "# QPs/node: one RC QP per peer connected, %u processes "
-		"per node; an adapter holds max_qp for the whole host ",
+	fprintf(out, "# QPs: one RC QP per peer connected: every peer, or "
+		"under demand with RDMACH_IB_QPS_MAX (%u here) that many (the "
+		"active ones at least); QPs/node: %u processes per node; an "
+		"adapter holds max_qp for the whole host ", qps_max,
 		IB_MODEL_PER_NODE);
 	ib_srq_max_qp_line(out);
 }

@@ -230,9 +230,10 @@ static inline uint32_t ib_srq_tx_lkey(const struct ib_srq *s, int32_t t)
  * nrings hold a ring, with these settings (rdmach_info): the pool as it
  * grows, a share per cold peer; jobs of more
  * than demand_above ranks connect on demand (RDMACH_CONNECT: all is
- * UINT64_MAX, demand 0, auto RDMACH_CONNECT_ALL_MAX). */
+ * UINT64_MAX, demand 0, auto RDMACH_CONNECT_ALL_MAX), keeping qps_max
+ * connections (RDMACH_IB_QPS_MAX; 0: every peer's). */
 void ib_srq_mem_report(FILE *out, const struct ib_srq_cfg *cfg,
 		       uint64_t ring_size, unsigned int rings_max,
-		       uint64_t demand_above);
+		       unsigned int qps_max, uint64_t demand_above);
 
 #endif /* RDMACH_IB_SRQ_H */

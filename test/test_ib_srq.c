@@ -1177,10 +1177,10 @@ static int qps_trimmed(struct tst *t, unsigned int want, struct qps_st *q)
 /* 6 ranks, RDMACH_IB_QPS_MAX=2: every pair streams both ways at once,
  * three rounds (the second with puts of up to 200 KB: zero-copy and the
  * superpipeline), byte-checked, so connections close while idle and are
- * made again under the streams, many times.  A process starts no
- * connection beyond 2; once the streams are done, it is back to 2
- * (rdmach's count and the kernel's) and closed at least the 3 it could
- * not keep. */
+ * made again under the streams, many times.  Connections wait for room
+ * (somewhere in the job); once the streams are done, every process is
+ * back to 2 (rdmach's count and the kernel's) and closed at least the 3
+ * it could not keep. */
 static int ib_qps_churn(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_IB_QPS_MAX", "2", NULL };
@@ -1189,6 +1189,7 @@ static int ib_qps_churn(struct tst *t)
 	struct tst_shape big = { .min_call = 1, .max_call = 200000,
 				 .min_pieces = 1, .max_pieces = 2 };
 	struct qps_st q;
+	uint64_t waits;
 	int round, qps, ret = srq_connect(t, env);
 
 	if (ret)
@@ -1203,19 +1204,85 @@ static int ib_qps_churn(struct tst *t)
 	}
 	TST_CHECK0(t, srq_progress_until_all(t, 0));
 	ret = qps_trimmed(t, 2, &q);
+	/* a rank whose peers all asked first waited for none: the job has */
+	__atomic_add_fetch(&t->shared[2], q.waits, __ATOMIC_SEQ_CST);
 	TST_CHECK0(t, srq_progress_until_all(t, 1));
 	if (ret)
 		return ret;
+	waits = __atomic_load_n(&t->shared[2], __ATOMIC_SEQ_CST);
 	TST_CHECK(t, q.closed + q.closed_asked >= (uint64_t)t->np - 3 &&
-		  q.made >= (uint64_t)t->np - 1 && q.waits > 0, "%" PRIu64
-		  " connections made, %" PRIu64 " closed, %" PRIu64 " waited "
-		  "(want %d made, %d closed at least, some waits)", q.made,
-		  q.closed + q.closed_asked, q.waits, t->np - 1, t->np - 3);
+		  q.made >= (uint64_t)t->np - 1 && waits > 0, "%" PRIu64
+		  " connections made, %" PRIu64 " closed, %" PRIu64 " waits "
+		  "in the job (want %d made, %d closed at least, some waits)",
+		  q.made, q.closed + q.closed_asked, waits, t->np - 1,
+		  t->np - 3);
 	qps = tst_kernel_rc_qps();
 	TST_CHECK(t, qps <= 2, "the kernel lists %d RC QPs of this process "
 		  "(want 2 at most)", qps);
 	tst_log(t, "kernel RC QPs: %d", qps);
 	return srq_check_rnr(t);
+}
+
+/* 3 ranks, RDMACH_IB_QPS_MAX=1: rank 0 puts 256 KiB to rank 1 deferred
+ * (zero-copy forced: a ticket) and waits for it, puts 4 KiB to rank 2, and
+ * progresses until it holds 1 QP again: the connection to rank 1 is
+ * closed, and rdmach_put_done on it still reports the ticket done; the
+ * next deferred put to rank 1, on a connection made anew, gets a larger
+ * ticket (they increase across closes).  Three times, byte-checked. */
+static int ib_qps_tickets(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_IB_QPS_MAX", "1",
+					   "RDMACH_LARGE", "zcopy", NULL };
+	const size_t big = 256 << 10;
+	struct qps_st q;
+	int64_t last = 0, tk;
+	uint64_t done;
+	uint8_t *buf = NULL;
+	int k, ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	if (t->rank == 0 && !(buf = malloc(big)))
+		return tst_fail(t, "no memory");
+	for (k = 0; k < 3 && !ret; k++) {
+		uint64_t seed = tst_stream_seed(t, 0, 1) + (uint64_t)k;
+
+		if (t->rank == 1) {
+			ret = tst_get_all(t, tst_conn(t, 0), 0, seed, big);
+			continue;
+		}
+		if (t->rank == 2) {
+			ret = tst_get_all(t, tst_conn(t, 0), 0, seed, 4096);
+			continue;
+		}
+		tst_pat_fill(buf, big, seed, 0);
+		tk = tst_put_deferred_whole(t, tst_conn(t, 1), buf, big);
+		TST_CHECK(t, tk > last, "round %d: ticket %lld after %lld", k,
+			  (long long)tk, (long long)last);
+		last = tk;
+		TST_CHECK0(t, tst_put_done_wait(t, tst_conn(t, 1), &done));
+		TST_CHECK(t, done >= (uint64_t)tk, "round %d: done %llu, "
+			  "ticket %lld", k, (unsigned long long)done,
+			  (long long)tk);
+		tst_log(t, "round %d: ticket %lld done %llu", k, (long long)tk,
+			(unsigned long long)done);
+		TST_CHECK0(t, tst_put_all(t, tst_conn(t, 2), 2, seed, 4096));
+		TST_CHECK0(t, qps_trimmed(t, 1, &q));
+		TST_CHECK(t, !strcmp(rdmach_conn_transport(tst_conn(t, 1)),
+				     "ib") &&
+			  rdmach_put_done(tst_conn(t, 1), &done) == 0 &&
+			  done >= (uint64_t)tk, "round %d: closed, put_done "
+			  "says %llu (ticket %lld)", k,
+			  (unsigned long long)done, (long long)tk);
+	}
+	free(buf);
+	TST_CHECK0(t, srq_progress_until_all(t, 0));
+	if (ret || t->rank)
+		return ret;
+	TST_CHECK0(t, qps_stats(t, &q));
+	TST_CHECK(t, q.closed + q.closed_asked >= 3, "%" PRIu64 " connections "
+		  "closed (want 3 at least)", q.closed + q.closed_asked);
+	return 0;
 }
 
 static const struct tst_case srq_cases[] = {
@@ -1242,6 +1309,8 @@ static const struct tst_case srq_cases[] = {
 	{ "ib_cq_idle_runs", 4, ib_cq_idle_runs, TST_NO_CTX, NULL, { 0 } },
 	{ "ib_qps_churn", 6, ib_qps_churn, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "ib_qps_tickets", 3, ib_qps_tickets, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
 	{ "ib_cq_dead_hold", 3, ib_cq_dead_hold,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, 0, -SIGKILL } },
