@@ -185,8 +185,9 @@ RDMACH_API int rdmach_init(rdmach_ctx_t **ctxp, const rdmach_oob_t *oob);
  * put (the next put makes it again, returning 0 until it is up; a get
  * returns 0, and the peer's finalize is not seen on it), except that its
  * put_deferred tickets go on increasing and rdmach_put_done reports the
- * last one done.  A peer that does not answer the request to close
- * within RDMACH_CONNECT_TIMEOUT_MS fails the connection (-ECONNRESET). */
+ * last one done.  Puts to a peer asked to close wait for its answer,
+ * given from its rdmach calls; the connection fails (-ECONNRESET) only
+ * when its adapter stops answering too (RDMACH_PEER_TIMEOUT_MS). */
 RDMACH_API int rdmach_connect(rdmach_ctx_t *ctx);
 
 /* The connection to `peer` (0..size-1), valid from connect to finalize. */

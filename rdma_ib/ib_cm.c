@@ -93,7 +93,8 @@ struct ib_cm_peer {
 	int rtr;		/* it said its QP is connected to ours */
 	int active;		/* we want it up (or closed: closing), and
 				 * retransmit until it is */
-	int closing;		/* we asked it to close the connection */
+	int closing;		/* we asked it to close the connection ... */
+	int overdue;		/* ... and it has not answered in time */
 	int waiting;		/* under way, no room for our end yet ... */
 	uint64_t wait_since;	/* ... since then */
 	unsigned int pend_at;	/* while active: its index in ib_cm.pend */
@@ -495,6 +496,7 @@ static void ib_cm_close_start(struct ib_tl *tl, struct ib_conn *ic,
 	ib_ep_live_drop(ic);
 	rdmach_conn_down(ic->conn, ib_ep_tickets_next(ic) - 1);
 	p->closing = 1;
+	p->overdue = 0;
 	p->attempt++;
 	tl->cm->closing++;
 	p->deadline = now + tl->base.ctx->connect_timeout_ns;
@@ -610,7 +612,6 @@ static int ib_cm_waited(struct ib_tl *tl, int peer)
 	if (cm->eps_full || !p->waiting ||
 	    rdmach_now_ns() - p->wait_since < cm->wait_ns)
 		return 0;
-	cm->st.over++;
 	rdmach_debug("ib: the connection to rank %d waited %" PRIu64 " ms "
 		     "for room: made beyond RDMACH_IB_QPS_MAX=%u", peer,
 		     cm->wait_ns / 1000000u, cm->eps_max);
@@ -628,12 +629,16 @@ static int ib_cm_ep(struct ib_tl *tl, int peer, struct ib_conn **icp,
 	struct ib_cm *cm = tl->cm;
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 	struct ib_conn *ic = tl->conns[peer];
-	int other = peer != tl->base.ctx->rank;
+	int other = peer != tl->base.ctx->rank, beyond = 0;
 
 	if (!ic) {
-		if (other && ours && cm->may_close && !ib_cm_room(tl) &&
-		    !ib_cm_waited(tl, peer))
-			return 0;
+		if (other && cm->finalizing)
+			return 0;	/* none made while finalizing */
+		if (other && ours && cm->may_close && !ib_cm_room(tl)) {
+			if (!ib_cm_waited(tl, peer))
+				return 0;
+			beyond = 1;
+		}
 		tl->dev.qp_errno = 0;
 		ic = ib_ep_create(tl, peer);
 		if (!ic && tl->dev.qp_errno && other && cm->may_close &&
@@ -664,6 +669,7 @@ static int ib_cm_ep(struct ib_tl *tl, int peer, struct ib_conn **icp,
 			ib_ep_tickets_go_on(ic, cm->peers[peer].tickets);
 		if (other && ++cm->eps > cm->st.eps_most)
 			cm->st.eps_most = cm->eps;
+		cm->st.over += (uint64_t)beyond;
 		cm->eps_full = 0;
 	}
 	*icp = ic;
@@ -1067,34 +1073,14 @@ static void ib_cm_expired(struct ib_tl *tl, int peer)
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 	uint64_t ms = tl->base.ctx->connect_timeout_ns / 1000000u;
 
-	if (p->closing) {
-		/* resuming without its word could meet a stale copy of the
-		 * request taken later: as with a request to connect, a peer
-		 * silent that long counts as dead (its QP goes to error) */
-		char msg[200];
-
-		p->closing = 0;
-		cm->closing--;
-		snprintf(msg, sizeof(msg), "rank %d on host %s did not answer "
-			 "the request to close the idle connection within %"
-			 PRIu64 " ms (RDMACH_CONNECT_TIMEOUT_MS)", peer,
-			 p->host, ms);
-		ib_ep_fail(tl->conns[peer], -ECONNRESET, msg);
-	} else if (p->waiting && (cm->eps_full || !cm->eps_max)) {
-		rdmach_conn_fail(conn, -ENOBUFS, "no QP for a connection to "
-				 "rank %d (host %s) within %" PRIu64 " ms: %s "
-				 "holds no more (max_qp %d for the host; this "
-				 "process %u to peers), and none of this "
-				 "process's connections was idle to close", peer,
-				 p->host, ms, tl->dev.name, tl->dev.max_qp,
-				 cm->eps);
-	} else if (p->waiting) {
+	if (p->waiting) {
 		rdmach_conn_fail(conn, -ENOBUFS, "no room for a connection to "
 				 "rank %d (host %s) within %" PRIu64 " ms: "
 				 "this process holds %u QPs to peers "
-				 "(RDMACH_IB_QPS_MAX=%u, RDMACH_IB_QPS_WAIT_MS "
-				 "not shorter), none idle to close", peer,
-				 p->host, ms, cm->eps, cm->eps_max);
+				 "(RDMACH_IB_QPS_MAX=%u%s), none idle to close",
+				 peer, p->host, ms, cm->eps, cm->eps_max,
+				 cm->full_warned ? "; the adapter refused "
+				 "more (max_qp)" : "");
 	} else {
 		rdmach_conn_fail(conn, -ECONNRESET, "rank %d on host %s did "
 				 "not answer the connection request within "
@@ -1102,6 +1088,41 @@ static void ib_cm_expired(struct ib_tl *tl, int peer)
 				 peer, p->host, ms);
 	}
 	ib_cm_set_pending(cm, peer, 0);
+}
+
+/* A close request unanswered at its deadline.  Taking the connection up
+ * again without the peer's word could meet a stale copy of the request,
+ * taken later against bytes put since; so it waits on while the peer's
+ * adapter answers keepalives (its process makes no rdmach call: said
+ * once), and fails when one goes unanswered.  0 when it failed. */
+static int ib_cm_overdue(struct ib_tl *tl, int peer, uint64_t now)
+{
+	struct ib_cm *cm = tl->cm;
+	struct ib_cm_peer *p = &cm->peers[peer];
+	uint64_t timeout = tl->base.ctx->peer_timeout_ns;
+	char msg[200];
+
+	if (!ib_ep_probe(tl->conns[peer])) {
+		if (!p->overdue)
+			rdmach_warn("ib: rank %d (host %s) has not answered "
+				    "the request to close an idle connection "
+				    "for %" PRIu64 " ms; its adapter answers: "
+				    "puts to it wait", peer, p->host,
+				    tl->base.ctx->connect_timeout_ns /
+				    1000000u);
+		p->overdue = 1;
+		p->deadline = now + timeout / 4;
+		return 1;
+	}
+	p->closing = 0;
+	cm->closing--;
+	ib_cm_set_pending(cm, peer, 0);
+	snprintf(msg, sizeof(msg), "rank %d on host %s did not answer the "
+		 "request to close an idle connection, nor its adapter a "
+		 "keepalive within %.1f s (peer dead?)", peer, p->host,
+		 (double)timeout / 1e9);
+	ib_ep_fail(tl->conns[peer], -ECONNRESET, msg);
+	return 0;
 }
 
 /* Our next message to a peer under way: the close request again, our
@@ -1149,6 +1170,8 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 		return 0;
 	}
 	if (now >= p->deadline) {
+		if (p->closing)
+			return ib_cm_overdue(tl, peer, now);
 		ib_cm_expired(tl, peer);
 		return 0;
 	}
@@ -1262,7 +1285,7 @@ void ib_cm_finalizing(struct ib_tl *tl, uint64_t deadline_ns)
 		return;
 	cm->finalizing = 1;
 	/* our requests to close: answered (closed, or kept and up again:
-	 * its fin follows), or kept at their deadline */
+	 * its fin follows), or left at the finalize deadline */
 	while (cm->closing && rdmach_now_ns() < deadline_ns)
 		ib_cm_poll(tl);
 }

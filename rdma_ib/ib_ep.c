@@ -348,9 +348,10 @@ static void ib_wr_flushed(struct ib_conn *ic, uint64_t wr_id)
 	}
 }
 
-/* Did the completion come from a QP of ic?  An error completion of a
- * QP destroyed since (the connection closed while idle and made again:
- * the rank's slot is the same) is not the new connection's. */
+/* Did the completion come from a QP of ic?  One of a QP destroyed
+ * since (the connection closed while idle and made again: the rank's
+ * slot is the same; a flush, or a keepalive a close left in flight) is
+ * not the new connection's. */
 static int ib_wc_ours(const struct ib_conn *ic, const struct ibv_wc *wc)
 {
 	return wc->qp_num == ic->qp->qp_num ||
@@ -405,8 +406,7 @@ __attribute__((noinline)) int ib_ep_poll(struct ib_tl *tl)
 				continue;
 			}
 			ic = tl->conns[(uint32_t)wr_id];
-			if (!ic || (wc[i].status != IBV_WC_SUCCESS &&
-				    !ib_wc_ours(ic, &wc[i])))
+			if (!ic || !ib_wc_ours(ic, &wc[i]))
 				continue;
 			if (wr_id & IB_ZC_WRID) {
 				ib_zc_completion(&ic->zc, &wc[i]);
@@ -497,6 +497,16 @@ static void ib_credit_out(struct ib_conn *ic)
  * With the send queue full there is no slot for the probe; the writes that
  * fill it must then be acked within the same 1.5 x the timeout.
  */
+/* A signalled keepalive write (its completion clears ka_pending). */
+static void ib_ka_send(struct ib_conn *ic, uint64_t now)
+{
+	if (!ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka), now, IB_WR_KA,
+			  1)) {
+		ic->ka_pending = 1;
+		ic->ka_sent = now;
+	}
+}
+
 static void ib_idle(struct ib_conn *ic)
 {
 	uint64_t now, limit = ic->conn->ctx->peer_timeout_ns;
@@ -510,11 +520,7 @@ static void ib_idle(struct ib_conn *ic)
 	    ic->tl->wr_out >= ic->tl->wr_signal_at) {
 		/* its last writes are unsignalled and count against the CQ
 		 * until a signalled one follows: the keepalive, now */
-		if (!ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka), now,
-				  IB_WR_KA, 1)) {
-			ic->ka_pending = 1;
-			ic->ka_sent = now;
-		}
+		ib_ka_send(ic, now);
 		return;
 	}
 	if (ic->ka_pending) {
@@ -548,10 +554,7 @@ static void ib_idle(struct ib_conn *ic)
 	}
 	rdmach_debug("ib: rank %d silent for %.1f s: keepalive write",
 		     ic->conn->peer, (double)(now - ic->idle_since) / 1e9);
-	if (!ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka), now, IB_WR_KA, 1)) {
-		ic->ka_pending = 1;
-		ic->ka_sent = now;
-	}
+	ib_ka_send(ic, now);
 }
 
 /* Why no more bytes can go to this peer. */
@@ -2317,16 +2320,26 @@ int ib_ep_quiesce(struct ib_conn *ic)
 		return 0;
 	if (ib_ep_wr_out(ic)) {
 		/* an unsignalled run: only a signalled write completes it */
-		if (ic->sq_free > 0 && ic->tl->wr_out < ic->tl->wr_max &&
-		    !ib_post_ctrl(ic, offsetof(struct ib_ctrl, ka),
-				  rdmach_now_ns(), IB_WR_KA, 1)) {
-			ic->ka_pending = 1;
-			ic->ka_sent = rdmach_now_ns();
-		}
+		if (ic->sq_free > 0 && ic->tl->wr_out < ic->tl->wr_max)
+			ib_ka_send(ic, rdmach_now_ns());
 		return 0;
 	}
 	/* a zero-copy put not reported done yet (put_done) */
 	return !ib_zc_tx_unacked(&ic->zc);
+}
+
+int ib_ep_probe(struct ib_conn *ic)
+{
+	uint64_t now = rdmach_now_ns();
+
+	if (ic->broken || ic->conn->err)
+		return -ECONNRESET;
+	if (ic->ka_pending)
+		return now - ic->ka_sent < ic->conn->ctx->peer_timeout_ns ? 0 :
+		       -ETIMEDOUT;
+	if (ic->sq_free > 0 && ic->tl->wr_out < ic->tl->wr_max)
+		ib_ka_send(ic, now);
+	return 0;
 }
 
 int ib_ep_peer_finalizing(const struct ib_conn *ic)

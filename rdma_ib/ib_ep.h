@@ -191,6 +191,12 @@ void ib_ep_live_drop(struct ib_conn *ic);
  * is closed with a keepalive (signalled), so that a later call says 1. */
 int ib_ep_quiesce(struct ib_conn *ic);
 
+/* Is the peer's adapter there (a connection no call uses: one being
+ * closed)?  A signalled keepalive goes out unless one is in flight; 0,
+ * or a negative errno once one has gone unanswered for
+ * RDMACH_PEER_TIMEOUT_MS or the connection failed. */
+int ib_ep_probe(struct ib_conn *ic);
+
 /* Has the peer begun to finalize (its fin word)? */
 int ib_ep_peer_finalizing(const struct ib_conn *ic);
 

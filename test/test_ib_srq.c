@@ -1223,15 +1223,17 @@ static int ib_qps_churn(struct tst *t)
 	return srq_check_rnr(t);
 }
 
-/* 3 ranks, RDMACH_IB_QPS_MAX=1: rank 0 puts 256 KiB to rank 1 deferred
- * (zero-copy forced: a ticket) and waits for it, puts 4 KiB to rank 2, and
- * progresses until it holds 1 QP again: the connection to rank 1 is
- * closed, and rdmach_put_done on it still reports the ticket done; the
- * next deferred put to rank 1, on a connection made anew, gets a larger
- * ticket (they increase across closes).  Three times, byte-checked. */
+/* 3 ranks, RDMACH_IB_QPS_MAX=1 (waits not bounded): rank 0 puts 256 KiB
+ * to rank 1 deferred (zero-copy forced: a ticket) and waits for it, then
+ * 4 KiB to rank 2, which waits until the connection to rank 1 is closed;
+ * rdmach_put_done on it reports the ticket done.  The next round's first
+ * put to rank 1 (a small copied one) makes the connection again: its
+ * put_done still reports the ticket, before any zero-copy put on it, and
+ * the next deferred put gets a larger ticket.  Three rounds, checked. */
 static int ib_qps_tickets(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_IB_QPS_MAX", "1",
+					   "RDMACH_IB_QPS_WAIT_MS", "3600000",
 					   "RDMACH_LARGE", "zcopy", NULL };
 	const size_t big = 256 << 10;
 	struct qps_st q;
@@ -1246,32 +1248,39 @@ static int ib_qps_tickets(struct tst *t)
 		return tst_fail(t, "no memory");
 	for (k = 0; k < 3 && !ret; k++) {
 		uint64_t seed = tst_stream_seed(t, 0, 1) + (uint64_t)k;
+		rdmach_conn_t *c1 = tst_conn(t, 1);
 
-		if (t->rank == 1) {
-			ret = tst_get_all(t, tst_conn(t, 0), 0, seed, big);
+		if (t->rank) {
+			rdmach_conn_t *c0 = tst_conn(t, 0);
+
+			if (t->rank == 1 && k)
+				ret = tst_get_all(t, c0, 0, ~seed, 100);
+			if (!ret)
+				ret = tst_get_all(t, c0, 0, seed,
+						  t->rank == 1 ? big : 4096);
 			continue;
 		}
-		if (t->rank == 2) {
-			ret = tst_get_all(t, tst_conn(t, 0), 0, seed, 4096);
-			continue;
+		if (k) {	/* made again: what its put_done says first */
+			TST_CHECK0(t, tst_put_all(t, c1, 1, ~seed, 100));
+			TST_CHECK(t, rdmach_put_done(c1, &done) == 0 &&
+				  done == (uint64_t)last, "round %d: the "
+				  "connection made again says done %llu "
+				  "(ticket %lld)", k, (unsigned long long)done,
+				  (long long)last);
 		}
 		tst_pat_fill(buf, big, seed, 0);
-		tk = tst_put_deferred_whole(t, tst_conn(t, 1), buf, big);
+		tk = tst_put_deferred_whole(t, c1, buf, big);
 		TST_CHECK(t, tk > last, "round %d: ticket %lld after %lld", k,
 			  (long long)tk, (long long)last);
 		last = tk;
-		TST_CHECK0(t, tst_put_done_wait(t, tst_conn(t, 1), &done));
+		TST_CHECK0(t, tst_put_done_wait(t, c1, &done));
 		TST_CHECK(t, done >= (uint64_t)tk, "round %d: done %llu, "
 			  "ticket %lld", k, (unsigned long long)done,
 			  (long long)tk);
-		tst_log(t, "round %d: ticket %lld done %llu", k, (long long)tk,
-			(unsigned long long)done);
+		/* room for rank 2 only once rank 1's connection closed */
 		TST_CHECK0(t, tst_put_all(t, tst_conn(t, 2), 2, seed, 4096));
-		TST_CHECK0(t, qps_trimmed(t, 1, &q));
-		TST_CHECK(t, !strcmp(rdmach_conn_transport(tst_conn(t, 1)),
-				     "ib") &&
-			  rdmach_put_done(tst_conn(t, 1), &done) == 0 &&
-			  done >= (uint64_t)tk, "round %d: closed, put_done "
+		TST_CHECK(t, rdmach_put_done(c1, &done) == 0 &&
+			  done == (uint64_t)tk, "round %d: closed, put_done "
 			  "says %llu (ticket %lld)", k,
 			  (unsigned long long)done, (long long)tk);
 	}
@@ -1280,8 +1289,10 @@ static int ib_qps_tickets(struct tst *t)
 	if (ret || t->rank)
 		return ret;
 	TST_CHECK0(t, qps_stats(t, &q));
-	TST_CHECK(t, q.closed + q.closed_asked >= 3, "%" PRIu64 " connections "
-		  "closed (want 3 at least)", q.closed + q.closed_asked);
+	TST_CHECK(t, q.closed + q.closed_asked >= 5 && !q.over, "%" PRIu64
+		  " connections closed, %" PRIu64 " made beyond the limit "
+		  "(want 5 closed at least, none beyond)",
+		  q.closed + q.closed_asked, q.over);
 	return 0;
 }
 
