@@ -394,7 +394,8 @@ static void ib_cm_send(struct ib_tl *tl, int peer, enum ib_cm_kind kind,
 }
 
 /* In or out of the peers under way (cm->pend: what ib_cm_progress
- * visits); one leaving gives its slot to the last. */
+ * visits); one leaving gives its slot to the last, and leaves its wait
+ * for room or its request to close with it. */
 static void ib_cm_set_pending(struct ib_cm *cm, int peer, int on)
 {
 	struct ib_cm_peer *p = &cm->peers[peer];
@@ -407,6 +408,10 @@ static void ib_cm_set_pending(struct ib_cm *cm, int peer, int on)
 	} else if (!on && p->active) {
 		p->active = 0;
 		p->waiting = 0;
+		if (p->closing) {
+			p->closing = 0;
+			cm->closing--;
+		}
 		last = cm->pend[--cm->pending];
 		cm->pend[p->pend_at] = last;
 		cm->peers[last].pend_at = p->pend_at;
@@ -463,10 +468,6 @@ static void ib_cm_closed(struct ib_tl *tl, int peer, int asked)
 	struct ib_cm_peer *p = &cm->peers[peer];
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 
-	if (p->closing) {
-		p->closing = 0;
-		cm->closing--;
-	}
 	ib_cm_set_pending(cm, peer, 0);
 	p->tickets = ib_ep_tickets_next(tl->conns[peer]);
 	rdmach_conn_down(conn, p->tickets - 1);
@@ -513,8 +514,6 @@ static void ib_cm_close_undo(struct ib_tl *tl, int peer)
 {
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 
-	p->closing = 0;
-	tl->cm->closing--;
 	ib_cm_set_pending(tl->cm, peer, 0);
 	p->busy_until = rdmach_now_ns() + IB_CM_BUSY_NS;
 	tl->cm->st.kept++;
@@ -812,10 +811,9 @@ static int ib_cm_ep_or_wait(struct ib_tl *tl, int peer,
 			    struct ib_conn **icp, int ours)
 {
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
-	int ret = tl->conns[peer] ? 1 : ib_cm_ep(tl, peer, icp, ours);
+	int ret = ib_cm_ep(tl, peer, icp, ours);
 
 	if (ret > 0) {
-		*icp = tl->conns[peer];
 		p->waiting = 0;
 	} else if (!ret) {
 		if (!p->waiting) {
@@ -1114,8 +1112,6 @@ static int ib_cm_overdue(struct ib_tl *tl, int peer, uint64_t now)
 		p->deadline = now + timeout / 4;
 		return 1;
 	}
-	p->closing = 0;
-	cm->closing--;
 	ib_cm_set_pending(cm, peer, 0);
 	snprintf(msg, sizeof(msg), "rank %d on host %s did not answer the "
 		 "request to close an idle connection, nor its adapter a "
@@ -1156,10 +1152,6 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 
 	if (conn->err) {	/* failed elsewhere: nothing to retransmit */
-		if (p->closing) {
-			p->closing = 0;
-			tl->cm->closing--;
-		}
 		ib_cm_set_pending(tl->cm, peer, 0);
 		return 0;
 	}

@@ -507,6 +507,14 @@ static void ib_ka_send(struct ib_conn *ic, uint64_t now)
 	}
 }
 
+/* The same, only if it goes without waiting for room: the connection
+ * manager calls here, where no poll may run (it may close endpoints). */
+static void ib_ka_try(struct ib_conn *ic, uint64_t now)
+{
+	if (ic->sq_free > 0 && ic->tl->wr_out < ic->tl->wr_max)
+		ib_ka_send(ic, now);
+}
+
 static void ib_idle(struct ib_conn *ic)
 {
 	uint64_t now, limit = ic->conn->ctx->peer_timeout_ns;
@@ -2320,8 +2328,7 @@ int ib_ep_quiesce(struct ib_conn *ic)
 		return 0;
 	if (ib_ep_wr_out(ic)) {
 		/* an unsignalled run: only a signalled write completes it */
-		if (ic->sq_free > 0 && ic->tl->wr_out < ic->tl->wr_max)
-			ib_ka_send(ic, rdmach_now_ns());
+		ib_ka_try(ic, rdmach_now_ns());
 		return 0;
 	}
 	/* a zero-copy put not reported done yet (put_done) */
@@ -2337,8 +2344,7 @@ int ib_ep_probe(struct ib_conn *ic)
 	if (ic->ka_pending)
 		return now - ic->ka_sent < ic->conn->ctx->peer_timeout_ns ? 0 :
 		       -ETIMEDOUT;
-	if (ic->sq_free > 0 && ic->tl->wr_out < ic->tl->wr_max)
-		ib_ka_send(ic, now);
+	ib_ka_try(ic, now);
 	return 0;
 }
 
