@@ -21,7 +21,8 @@
  * 1024 bytes, so a longer put arrives cut (its value truncated, the rest
  * read as a bogus command); MPICH's simple PMI has the same line limit.
  * The oob's value_max is therefore the smaller of vallen_max - 1 and what
- * a put with the longest key (keylen_max - 1) leaves of that line.
+ * a put with the longest key (keylen_max - 1) leaves of that line; a
+ * server whose keylen_max leaves nothing is refused at init.
  *
  * The server's replies are input, checked before use:
  *  - a reply must come within RDMACH_PMI_TIMEOUT_MS (60 s), a barrier's
@@ -583,7 +584,7 @@ int rdmach_pmi_barrier(rdmach_pmi_t *pmi)
 
 /* The longest value: within vallen_max, and such that a put with the
  * longest key fits a request line of PMI_REQ_LINE_MAX bytes (0 when
- * nothing fits: rdmach_init refuses the oob, naming the size). */
+ * nothing fits: the handshake fails, naming the sizes). */
 static void pmi_set_value_max(struct rdmach_pmi *pmi)
 {
 	size_t fixed = strlen("cmd=put kvsname=") + strlen(pmi->kvsname) +
@@ -642,6 +643,13 @@ static int pmi_handshake(struct rdmach_pmi *pmi)
 	if (!pmi->kvsname)
 		return -ENOMEM;
 	pmi_set_value_max(pmi);
+	if (!pmi->value_max) {
+		rdmach_err("PMI get_maxes: keylen_max %zu (at most %d taken) "
+			   "leaves no room for a value in a put line of %d "
+			   "bytes", pmi->keylen_max, PMI_KEYLEN_LIMIT,
+			   PMI_REQ_LINE_MAX);
+		return -EPROTO;
+	}
 	return 0;
 }
 
