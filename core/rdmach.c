@@ -1074,8 +1074,11 @@ static int core_keep_locality(struct rdmach_ctx *ctx,
 		free(host_of);
 		return ret;
 	}
-	for (i = 0; i < ctx->size; i++)
+	ctx->host_procs = 0;
+	for (i = 0; i < ctx->size; i++) {
 		all &= info[i].known;
+		ctx->host_procs += host_of[i] == host_of[ctx->rank];
+	}
 	free(core_of(ctx)->x.host_of);
 	core_of(ctx)->x.host_of = host_of;
 	core_of(ctx)->x.hosts_all = all;

@@ -147,6 +147,9 @@ struct rdmach_ctx {
 	uint64_t connect_timeout_ns;	/* a connection being made */
 	rdmach_stats_t ctx_stats;	/* context-wide: rcache figures */
 	int demand;			/* RDMACH_CONNECT=demand */
+	int host_procs;			/* the job's processes on this host
+					 * (known from rdmach_connect's
+					 * publish phase on) */
 };
 
 /* Mark conn failed (first failure wins), log the message once at error

@@ -114,6 +114,7 @@ struct ib_cm_stats {
 	uint64_t kept;		/* requests the peer answered BUSY */
 	uint64_t waits;		/* connections that waited for room ... */
 	uint64_t over;		/* ... and those made beyond the limit */
+	uint64_t refused;	/* QPs the adapter refused (max_qp) */
 	unsigned int eps_most;	/* endpoints at once, at most */
 };
 
@@ -640,10 +641,12 @@ static int ib_cm_ep(struct ib_tl *tl, int peer, struct ib_conn **icp,
 		}
 		tl->dev.qp_errno = 0;
 		ic = ib_ep_create(tl, peer);
+		cm->st.refused += !ic && tl->dev.qp_errno && other;
 		if (!ic && tl->dev.qp_errno && other && cm->may_close &&
-		    cm->eps > cm->closing) {
+		    cm->eps) {
 			/* the device's QPs are all taken, by this process
-			 * and the others of the host: make room */
+			 * and the others of the host: make room (or wait
+			 * for the closes under way) */
 			if (!cm->full_warned)
 				rdmach_warn("ib: %s holds no more QPs (max_qp "
 					    "%d for the host; this process "
@@ -1151,6 +1154,8 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 	struct ib_cm_peer *p = &tl->cm->peers[peer];
 	struct rdmach_conn *conn = &tl->base.ctx->conns[peer];
 
+	if (tl->dead[0] && !conn->err)
+		rdmach_conn_fail(conn, -EIO, "%s", tl->dead);
 	if (conn->err) {	/* failed elsewhere: nothing to retransmit */
 		ib_cm_set_pending(tl->cm, peer, 0);
 		return 0;
@@ -1208,6 +1213,8 @@ int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
 					"manager");
 	if (conn->err)
 		return conn->err;
+	if (tl->dead[0] && !conn->tl)
+		return rdmach_conn_fail(conn, -EIO, "%s", tl->dead);
 	if (start && !conn->tl) {
 		ret = ib_cm_start(tl, peer);
 		if (ret)
@@ -1289,11 +1296,13 @@ void ib_cm_print(const struct ib_tl *tl, FILE *out)
 	if (!cm)
 		return;
 	fprintf(out, "# ib connections: %" PRIu64 " made, %u QPs to peers "
-		"now (%u at most, RDMACH_IB_QPS_MAX=%u%s); idle ones closed: "
+		"now (%u at most, RDMACH_IB_QPS_MAX=%u, %" PRIu64 " refused "
+		"by the adapter%s); idle ones closed: "
 		"%" PRIu64 " asked by us, %" PRIu64 " by peers, %" PRIu64
 		" kept by a busy peer; %" PRIu64 " waited for room, %" PRIu64
 		" made beyond it\n", cm->st.made, cm->eps, cm->st.eps_most,
-		cm->eps_max, cm->eps_full ? ", the device full" : "",
+		cm->eps_max, cm->st.refused,
+		cm->eps_full ? ", which is full now" : "",
 		cm->st.closed, cm->st.closed_asked, cm->st.kept,
 		cm->st.waits, cm->st.over);
 }

@@ -134,14 +134,16 @@ static const char *const ib_mode_names[] = {
 				 * device's async events (a system call) */
 
 /* A CQ overrun or a failed device: no connection of the device can be
- * trusted any more (a completion may be lost), so each fails, saying so. */
+ * trusted any more (a completion may be lost), so each fails, saying so,
+ * and so does each one asked for later (ib_cm.c). */
 static void ib_async_check(struct ib_tl *tl)
 {
-	char why[128];
+	char why[sizeof(tl->dead)];
 	int i;
 
 	if (!ib_dev_async(&tl->dev, tl->cq, why, sizeof(why)))
 		return;
+	memcpy(tl->dead, why, sizeof(why));
 	for (i = 0; i < tl->base.ctx->size; i++)
 		if (tl->conns[i])
 			ib_ep_fail(tl->conns[i], -EIO, why);
@@ -303,6 +305,7 @@ static int ib_publish(struct rdmach_tl *base, const int *peers, int npeers)
 	(void)peers;
 	if (!npeers)
 		return 0;
+	ib_large_host_procs(&tl->large, (unsigned int)base->ctx->host_procs);
 	tl->cm_peers = (unsigned int)npeers;
 	if (per_qp < tl->wr_max)
 		tl->wr_max = (unsigned int)per_qp;	/* never reached */
@@ -490,7 +493,7 @@ int ib_mem_report(FILE *out, uint64_t demand_above)
 	if (tl) {
 		ib_srq_mem_report(out, &tl->srq_cfg, tl->ring_size,
 				  tl->rings_max, tl->qps_max, demand_above);
-		ib_large_mem_report(out);
+		ib_large_mem_report(out, IB_MODEL_PER_NODE);
 	}
 	free(tl);
 	return ret;

@@ -41,14 +41,18 @@ static const struct rdmach_knob lg_knobs[LG_K_NUM] = {
 		RDMACH_KNOB_AUTO, 4096, 1u << 30, "superpipeline: bytes per "
 		"buffer (auto: 64K-1M from the model); registered per "
 		"connection: 2 x BUFS x this (staging + landing)" },
-	[LG_K_SP_MEM_MAX] = { "RDMACH_SPIPE_MEM_MAX", RDMACH_KNOB_SIZE, "256M",
-		0, 1ull << 40, "superpipeline staging this process registers "
-		"at most (connections beyond it use the other protocols)" },
-	[LG_K_SP_PEERS] = { "RDMACH_SPIPE_PEERS", RDMACH_KNOB_UINT, "64", 0,
-		1u << 24, "peers that may send this process superpipeline "
-		"messages, at most: the first connected (each gets a landing "
-		"area, the sender's BUFS x BUF_SIZE, at its first); later ones "
-		"send large messages zero-copy or through the ring" },
+	[LG_K_SP_MEM_MAX] = { "RDMACH_SPIPE_MEM_MAX", RDMACH_KNOB_SIZE,
+		RDMACH_KNOB_AUTO, 0, 1ull << 40, "superpipeline staging this "
+		"process registers at most (connections beyond it use the "
+		"other protocols; auto: 2G shared by the job's processes on "
+		"this host, 256M at most: 16M each at 128 a host)" },
+	[LG_K_SP_PEERS] = { "RDMACH_SPIPE_PEERS", RDMACH_KNOB_UINT,
+		RDMACH_KNOB_AUTO, 0, 1u << 24, "peers that may send this "
+		"process superpipeline messages, at most: the first connected "
+		"(each gets a landing area, the sender's BUFS x BUF_SIZE, at "
+		"its first); later ones send large messages zero-copy or "
+		"through the ring (auto: 1024 shared by the job's processes on "
+		"this host, 4 to 64 each: 8 at 128 a host)" },
 	[LG_K_TUNE] = { "RDMACH_TUNE", RDMACH_KNOB_STRING, "auto", 0, 0,
 		"machine figures for the model: auto (cache file, else measure "
 		"at start-up and cache) | measure | off (built-in) | <file>" },
@@ -68,26 +72,61 @@ const char *const ib_large_mode_names[IB_LARGE_MODES] = {
 
 /* ---- knobs -------------------------------------------------------------- */
 
+/* The superpipeline's memory at RDMACH_SPIPE_MEM_MAX and _PEERS=auto:
+ * budgets of a host, which its processes share (pinned memory is the
+ * node's), within bounds per process. */
+#define LG_STAGE_HOST (2ull << 30)
+#define LG_STAGE_MAX (256ull << 20)
+#define LG_LAND_HOST 1024u
+#define LG_LAND_MIN 4u
+#define LG_LAND_MAX 64u
+
+static uint64_t lg_auto_stage(unsigned int host_procs)
+{
+	uint64_t v = LG_STAGE_HOST / (host_procs ? host_procs : 1);
+
+	return v < LG_STAGE_MAX ? v : LG_STAGE_MAX;
+}
+
+static unsigned int lg_auto_land(unsigned int host_procs)
+{
+	unsigned int v = LG_LAND_HOST / (host_procs ? host_procs : 1);
+
+	return v < LG_LAND_MIN ? LG_LAND_MIN : v > LG_LAND_MAX ? LG_LAND_MAX : v;
+}
+
 /* A numeric knob; -ENODATA when unset or "auto" (core/knob.h). */
 static int lg_knob(int i, uint64_t *v)
 {
 	return rdmach_knob_u64(&lg_knobs[i], v);
 }
 
-void ib_large_mem_report(FILE *out)
+/* A knob's value, or at auto the host's share (host_procs a host). */
+static int lg_knob_or(int i, uint64_t auto_v, uint64_t *v)
+{
+	int r = lg_knob(i, v);
+
+	if (r == -ENODATA)
+		*v = auto_v;
+	return r == -ENODATA ? 0 : r;
+}
+
+void ib_large_mem_report(FILE *out, unsigned int host_procs)
 {
 	uint64_t peers = 0, bufs = 0, size = 0, mem_max = 0;
 	/* auto: the derivation's sizes, 64 KiB (rxe) to 1 MiB */
 	int auto_size = lg_knob(LG_K_SP_BUF_SIZE, &size) == -ENODATA;
 	uint64_t lo = auto_size ? 64 << 10 : size;
 
-	if (lg_knob(LG_K_SP_PEERS, &peers) || lg_knob(LG_K_SP_BUFS, &bufs) ||
-	    lg_knob(LG_K_SP_MEM_MAX, &mem_max))
+	if (lg_knob_or(LG_K_SP_PEERS, lg_auto_land(host_procs), &peers) ||
+	    lg_knob(LG_K_SP_BUFS, &bufs) ||
+	    lg_knob_or(LG_K_SP_MEM_MAX, lg_auto_stage(host_procs), &mem_max))
 		return;
-	fprintf(out, "# besides, with large messages: superpipeline landing "
-		"areas for %" PRIu64 " senders at most (RDMACH_SPIPE_PEERS), "
-		"%" PRIu64 " buffers of %" PRIu64 " KiB each: %.1f MiB",
-		peers, bufs, lo >> 10, (double)(peers * bufs * lo) / (1 << 20));
+	fprintf(out, "# besides, with large messages (%u processes a host): "
+		"superpipeline landing areas for %" PRIu64 " senders at most "
+		"(RDMACH_SPIPE_PEERS), %" PRIu64 " buffers of %" PRIu64 " KiB "
+		"each: %.1f MiB", host_procs, peers, bufs, lo >> 10,
+		(double)(peers * bufs * lo) / (1 << 20));
 	if (auto_size)	/* MiB: a buffer each */
 		fprintf(out, " (%.1f with 1 MiB buffers)",
 			(double)(peers * bufs));
@@ -163,12 +202,28 @@ static int lg_settings(struct ib_large *lg)
 	}
 	if (p->c0 > spipe_buf_payload(p))
 		p->c0 = spipe_buf_payload(p);
-	if ((r = lg_knob(LG_K_SP_MEM_MAX, &lg->mem_max)))
+	/* until ib_large_host_procs: as if alone on the host */
+	lg->mem_auto = lg_knob(LG_K_SP_MEM_MAX, &v) == -ENODATA;
+	if ((r = lg_knob_or(LG_K_SP_MEM_MAX, lg_auto_stage(1), &lg->mem_max)))
 		return r;
-	if ((r = lg_knob(LG_K_SP_PEERS, &v)))
+	lg->land_auto = lg_knob(LG_K_SP_PEERS, &v) == -ENODATA;
+	if ((r = lg_knob_or(LG_K_SP_PEERS, lg_auto_land(1), &v)))
 		return r;
 	lg->land_max = (unsigned int)v;
 	return 0;
+}
+
+void ib_large_host_procs(struct ib_large *lg, unsigned int host_procs)
+{
+	if (lg->mem_auto)
+		lg->mem_max = lg_auto_stage(host_procs);
+	if (lg->land_auto)
+		lg->land_max = lg_auto_land(host_procs);
+	rdmach_info("ib: superpipeline staging %" PRIu64 " MiB at most "
+		    "(RDMACH_SPIPE_MEM_MAX%s), landing areas for %u senders "
+		    "(RDMACH_SPIPE_PEERS%s): %u processes on this host",
+		    lg->mem_max >> 20, lg->mem_auto ? "=auto" : "",
+		    lg->land_max, lg->land_auto ? "=auto" : "", host_procs);
 }
 
 static uint64_t lg_min(const struct ib_large *lg)

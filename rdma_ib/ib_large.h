@@ -100,6 +100,7 @@ struct ib_large {
 	/* peers offered a landing area (RDMACH_SPIPE_PEERS): at most, so
 	 * far, and those refused one */
 	unsigned int land_max, land_offered, land_refused;
+	int mem_auto, land_auto;	/* those two knobs are auto */
 	struct rdmach_rcache_ghosts *ghosts;
 	struct ib_large_class cls[IB_LARGE_CLASSES];
 };
@@ -137,9 +138,12 @@ void ib_large_fallback(size_t total, rdmach_stats_t *st);
 
 /* What `rdmach_info --tune` prints: figures, settings, model. */
 void ib_large_print(const struct ib_large *lg, FILE *out);
-/* The superpipeline's registered memory at most, with the knobs as set
- * (rdmach_info -c). */
-void ib_large_mem_report(FILE *out);
+/* The superpipeline's limits at auto, now that the job's processes on
+ * this host are known (before any connection). */
+void ib_large_host_procs(struct ib_large *lg, unsigned int host_procs);
+/* The superpipeline's registered memory at most, with the knobs as set,
+ * host_procs a host (rdmach_info -c). */
+void ib_large_mem_report(FILE *out, unsigned int host_procs);
 
 extern const char *const ib_large_mode_names[IB_LARGE_MODES];
 

@@ -384,7 +384,6 @@ void ib_srq_tx_put(struct ib_srq *s, int32_t t)
 
 /* ---- rdmach_info ------------------------------------------------------- */
 
-#define IB_MODEL_PER_NODE 128u	/* processes per node of the QP column */
 
 /* A process with n peers, conns of them connected (a QP each), active
  * of those in use, rings of them with a ring. */

@@ -226,6 +226,10 @@ static inline uint32_t ib_srq_tx_lkey(const struct ib_srq *s, int32_t t)
 	return s->lkey[s->cfg.bufs + (uint32_t)t];
 }
 
+/* Processes per node of the model's QP column (and of the superpipeline's
+ * memory beside it). */
+#define IB_MODEL_PER_NODE 128u
+
 /* Registered bytes per process for npeers connected peers of which
  * nrings hold a ring, with these settings (rdmach_info): the pool as it
  * grows, a share per cold peer; jobs of more

@@ -39,6 +39,8 @@ struct ib_tl {
 	unsigned int nlive;
 	int failed;		/* the first failed connection's error, which
 				 * progress returns from then on (as shm) */
+	char dead[128];		/* why the device failed ("": it works):
+				 * no connection is made from then on */
 	enum ring_mode mode;
 	uint64_t ring_size, chunk, credit_thr;
 	unsigned int sq_depth, inline_want, inline_max;

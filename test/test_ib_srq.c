@@ -14,12 +14,16 @@
  * while a live one waits (ib_cq_dead_hold), idle connections' open
  * unsignalled runs closed (ib_cq_idle_runs) and idle connections closed
  * and made again under streams at RDMACH_IB_QPS_MAX=2 (ib_qps_churn,
- * the kernel's QPs counted too); the counters of
+ * the kernel's QPs counted too) or on an adapter that refuses a third
+ * QP (ib_qps_adapter_full), a failed device's connections (ib_dead_device)
+ * and the superpipeline's limits shared by a host's processes
+ * (ib_spipe_host_share); the counters of
  * rdmach_print_stats say which path carried what, and the adapter's RNR
  * counters stay 0 (rxe: hw_counters).  Every case sets its knobs itself;
  * without an ib transport (RDMACH_TRANSPORT=ib) they are skipped.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
@@ -38,6 +42,55 @@
 #include "lib/tst.h"
 #include "rdma_ib/ib_ep.h"
 #include "rdma_ib/ib_tl.h"
+
+/*
+ * An adapter with few QPs: this program's own ibv_create_qp, which every
+ * QP rdmach makes goes through (librdmach.a is linked in, libibverbs
+ * is not), refuses an RC QP as a full adapter does (NULL, ENOMEM) once
+ * srq_rc_qps_max of them are held (0: passes every call on).
+ */
+static unsigned int srq_rc_qps_max, srq_rc_qps, srq_rc_qps_refused;
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
+{
+	static struct ibv_qp *(*real)(struct ibv_pd *,
+				      struct ibv_qp_init_attr *);
+	struct ibv_qp *qp;
+
+	if (!real)
+		real = (struct ibv_qp *(*)(struct ibv_pd *,
+					   struct ibv_qp_init_attr *))
+			dlsym(RTLD_NEXT, "ibv_create_qp");
+	if (!real) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	if (ia->qp_type == IBV_QPT_RC && srq_rc_qps_max &&
+	    srq_rc_qps >= srq_rc_qps_max) {
+		srq_rc_qps_refused++;
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp = real(pd, ia);
+	srq_rc_qps += qp && ia->qp_type == IBV_QPT_RC;
+	return qp;
+}
+
+int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	static int (*real)(struct ibv_qp *);
+	int rc = qp->qp_type == IBV_QPT_RC, ret;
+
+	if (!real)
+		real = (int (*)(struct ibv_qp *))dlsym(RTLD_NEXT,
+						       "ibv_destroy_qp");
+	if (!real)
+		return ENOSYS;
+	ret = real(qp);
+	if (!ret)
+		srq_rc_qps -= (unsigned int)rc;
+	return ret;
+}
 
 /* The ib line of rdmach_print_stats (rdma_ib/ib_iface.c). */
 struct srq_st {
@@ -1102,7 +1155,7 @@ static int ib_cq_idle_runs(struct tst *t)
 
 /* The "# ib connections:" line of rdmach_print_stats (rdma_ib/ib_cm.c). */
 struct qps_st {
-	uint64_t made, closed, closed_asked, kept, waits, over;
+	uint64_t made, refused, closed, closed_asked, kept, waits, over;
 	unsigned int now, most;
 };
 
@@ -1114,21 +1167,22 @@ static int qps_stats(struct tst *t, struct qps_st *q)
 	memset(q, 0, sizeof(*q));
 	if (p)
 		n = sscanf(p, "# ib connections: %" SCNu64 " made, %u QPs to "
-			   "peers now (%u at most, RDMACH_IB_QPS_MAX=%*u%*[^;]; "
+			   "peers now (%u at most, RDMACH_IB_QPS_MAX=%*u, %"
+			   SCNu64 " refused by the adapter%*[^;]; "
 			   "idle ones closed: %" SCNu64 " asked by us, %"
 			   SCNu64 " by peers, %" SCNu64 " kept by a busy "
 			   "peer; %" SCNu64 " waited for room, %" SCNu64
 			   " made beyond", &q->made, &q->now, &q->most,
-			   &q->closed, &q->closed_asked, &q->kept, &q->waits,
-			   &q->over);
+			   &q->refused, &q->closed, &q->closed_asked, &q->kept,
+			   &q->waits, &q->over);
 	free(buf);
-	if (n != 8)
+	if (n != 9)
 		return tst_fail(t, "no ib connection counters (%d fields)", n);
 	tst_log(t, "connections: made %" PRIu64 ", QPs now %u (most %u), "
-		"closed %" PRIu64 " + %" PRIu64 " asked, kept %" PRIu64
-		", waited %" PRIu64 ", beyond %" PRIu64, q->made, q->now,
-		q->most, q->closed, q->closed_asked, q->kept, q->waits,
-		q->over);
+		"refused %" PRIu64 ", closed %" PRIu64 " + %" PRIu64 " asked, "
+		"kept %" PRIu64 ", waited %" PRIu64 ", beyond %" PRIu64,
+		q->made, q->now, q->most, q->refused, q->closed,
+		q->closed_asked, q->kept, q->waits, q->over);
 	return 0;
 }
 
@@ -1221,6 +1275,144 @@ static int ib_qps_churn(struct tst *t)
 		  "(want 2 at most)", qps);
 	tst_log(t, "kernel RC QPs: %d", qps);
 	return srq_check_rnr(t);
+}
+
+/* 6 ranks on an adapter that holds 2 RC QPs per process (srq_rc_qps_max;
+ * no RDMACH_IB_QPS_MAX): every pair streams both ways at once, two
+ * rounds (the second with puts of up to 200 KB: zero-copy and the
+ * superpipeline), byte-checked.  The refusals make the count held the
+ * limit: idle connections close, the refused ones wait (never beyond)
+ * and are made again; the kernel lists 2 RC QPs of each process at
+ * most, and rdmach's counter of refusals agrees with the calls. */
+static int ib_qps_adapter_full(struct tst *t)
+{
+	static const char *const env[] = { NULL };
+	struct tst_shape small = { .min_call = 1, .max_call = 3000,
+				   .min_pieces = 1, .max_pieces = 3 };
+	struct tst_shape big = { .min_call = 1, .max_call = 200000,
+				 .min_pieces = 1, .max_pieces = 2 };
+	struct qps_st q;
+	uint64_t refused;
+	int round, qps, ret;
+
+	srq_rc_qps_max = 2;
+	ret = srq_connect(t, env);
+	for (round = 1; round <= 2 && !ret; round++) {
+		const struct tst_shape *sh = round == 2 ? &big : &small;
+
+		ret = srq_all_pairs(t, (uint64_t)round << 40,
+				    tst_scaled(256u << 10, 64 << 10), sh, sh);
+		/* a rank a round ahead would put bytes a rank behind does
+		 * not read yet, which keeps their connection from closing */
+		if (!ret)
+			ret = srq_progress_until_all(t, (unsigned int)round);
+	}
+	if (ret)
+		return ret;
+	TST_CHECK0(t, qps_stats(t, &q));
+	__atomic_add_fetch(&t->shared[3], q.refused, __ATOMIC_SEQ_CST);
+	TST_CHECK0(t, srq_progress_until_all(t, 0));
+	refused = __atomic_load_n(&t->shared[3], __ATOMIC_SEQ_CST);
+	/* each refusal here is one or more calls: ib_qp_create tries
+	 * smaller inline sizes before it gives up */
+	TST_CHECK(t, q.refused <= srq_rc_qps_refused &&
+		  !q.refused == !srq_rc_qps_refused && !q.over &&
+		  q.most <= 2 && q.closed + q.closed_asked >=
+		  (uint64_t)t->np - 3 && refused > 0, "%" PRIu64 " refusals "
+		  "counted (%u made here), %" PRIu64 " connections made "
+		  "beyond, %u at most, %" PRIu64 " closed, %" PRIu64
+		  " refusals in the job (want each counted, none beyond, 2 "
+		  "at most, %d closed at least, some refusals)", q.refused,
+		  srq_rc_qps_refused, q.over, q.most,
+		  q.closed + q.closed_asked, refused, t->np - 3);
+	qps = tst_kernel_rc_qps();
+	TST_CHECK(t, qps >= 0 && qps <= 2, "the kernel lists %d RC QPs of "
+		  "this process (want 2 at most)", qps);
+	tst_log(t, "kernel RC QPs: %d; %u refusals", qps, srq_rc_qps_refused);
+	return srq_check_rnr(t);
+}
+
+/* 20 ranks on one host: the superpipeline's limits at auto are the
+ * host's budgets shared (2 GiB of staging, 1024 landing areas), read
+ * back from the transport and from RDMACH_STATS. */
+static int ib_spipe_host_share(struct tst *t)
+{
+	static const char *const env[] = { NULL };
+	const struct ib_tl *tl;
+	char *p, *buf;
+	unsigned int max = 0;
+	int ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	tl = (const struct ib_tl *)t->ctx->tls[RDMACH_TL_IB];
+	TST_CHECK(t, tl && t->ctx->host_procs == t->np &&
+		  tl->large.mem_max == (2ull << 30) / (unsigned int)t->np &&
+		  tl->large.land_max == 1024u / (unsigned int)t->np,
+		  "%d processes on this host: staging %llu bytes, %u landing "
+		  "areas at most (want %d, %llu, %u)", t->ctx->host_procs,
+		  tl ? (unsigned long long)tl->large.mem_max : 0ull,
+		  tl ? tl->large.land_max : 0u, t->np,
+		  (unsigned long long)((2ull << 30) / (unsigned int)t->np),
+		  1024u / (unsigned int)t->np);
+	buf = srq_stats_at(t, "# ib superpipeline: ", &p);
+	if (p)
+		sscanf(p, "# ib superpipeline: %*u landing areas (%*u bytes) "
+		       "registered, offered to %*u peers of %u", &max);
+	free(buf);
+	TST_CHECK(t, max == tl->large.land_max, "RDMACH_STATS says %u "
+		  "landing areas at most", max);
+	return 0;
+}
+
+/* 3 ranks: the device fails (IBV_EVENT_DEVICE_FATAL, which rxe cannot
+ * send: its reason is set as ib_async_check sets it) while rank 0's
+ * connection to rank 2, which makes no progress, is under way: that
+ * one fails at once with the device's reason, not at its time-out, and
+ * so does a later first put to a peer; rank 1's connection, up before,
+ * is not the connection manager's to fail. */
+static int ib_dead_device(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_CONNECT_TIMEOUT_MS",
+					   "60000", NULL };
+	static const char why[] = "device rxe0 failed (injected)";
+	uint8_t byte = 1;
+	struct iovec iov = { &byte, 1 };
+	struct ib_tl *tl;
+	rdmach_conn_t *c2;
+	uint64_t t0;
+	ssize_t n;
+	int ret = srq_connect(t, env);
+
+	if (ret)
+		return ret;
+	if (t->rank == 2) {	/* no progress until rank 0 is done */
+		for (t0 = rdmach_now_ns(); !__atomic_load_n(&t->shared[0],
+		     __ATOMIC_SEQ_CST) && rdmach_now_ns() - t0 < 30000000000ull;)
+			usleep(1000);
+		return 0;
+	}
+	if (t->rank == 1)
+		return tst_get_all(t, tst_conn(t, 0), 0,
+				   tst_stream_seed(t, 0, 1), 4096);
+	ret = tst_put_all(t, tst_conn(t, 1), 1, tst_stream_seed(t, 0, 1),
+			  4096);
+	c2 = tst_conn(t, 2);
+	n = ret ? 0 : rdmach_put(c2, &iov, 1);
+	TST_CHECK(t, !ret && n == 0, "first put to rank 2: %zd (want 0: the "
+		  "connection under way)", n);
+	tl = ((struct ib_conn *)tst_conn(t, 1)->priv)->tl;
+	memcpy(tl->dead, why, sizeof(why));
+	for (t0 = rdmach_now_ns(); (n = rdmach_put(c2, &iov, 1)) == 0 &&
+	     rdmach_now_ns() - t0 < 5000000000ull;)
+		rdmach_progress(t->ctx);
+	__atomic_store_n(&t->shared[0], 1, __ATOMIC_SEQ_CST);
+	TST_CHECK(t, n == -EIO && strstr(rdmach_conn_error(c2), why),
+		  "put to rank 2 after the device failed: %zd, \"%s\" (want "
+		  "-EIO within 5 s, naming the device's failure)", n,
+		  rdmach_conn_error(c2));
+	tst_log(t, "rank 2: %s", rdmach_conn_error(c2));
+	return 0;
 }
 
 /* 3 ranks, RDMACH_IB_QPS_MAX=1 (waits not bounded): rank 0 puts 256 KiB
@@ -1320,6 +1512,12 @@ static const struct tst_case srq_cases[] = {
 	{ "ib_cq_idle_runs", 4, ib_cq_idle_runs, TST_NO_CTX, NULL, { 0 } },
 	{ "ib_qps_churn", 6, ib_qps_churn, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "ib_qps_adapter_full", 6, ib_qps_adapter_full,
+	  TST_NO_CTX | TST_LAUNCH_ONLY, NULL, { 0 } },
+	{ "ib_spipe_host_share", 20, ib_spipe_host_share, TST_NO_CTX, NULL,
+	  { 0 } },
+	{ "ib_dead_device", 3, ib_dead_device, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
 	{ "ib_qps_tickets", 3, ib_qps_tickets, TST_NO_CTX | TST_LAUNCH_ONLY,
 	  NULL, { 0 } },
 	{ "ib_cq_dead_hold", 3, ib_cq_dead_hold,
