@@ -1228,6 +1228,21 @@ static int qps_trimmed(struct tst *t, unsigned int want, struct qps_st *q)
 	}
 }
 
+/* Round round of streams between every pair, both ways at once: the
+ * second of puts up to 200 KB (zero-copy and the superpipeline), the
+ * others of up to 3000 bytes. */
+static int qps_streams(struct tst *t, int round)
+{
+	static const struct tst_shape small = { .min_call = 1,
+		.max_call = 3000, .min_pieces = 1, .max_pieces = 3 };
+	static const struct tst_shape big = { .min_call = 1,
+		.max_call = 200000, .min_pieces = 1, .max_pieces = 2 };
+	const struct tst_shape *sh = round == 2 ? &big : &small;
+
+	return srq_all_pairs(t, (uint64_t)round << 40,
+			     tst_scaled(256u << 10, 64 << 10), sh, sh);
+}
+
 /* 6 ranks, RDMACH_IB_QPS_MAX=2: every pair streams both ways at once,
  * three rounds (the second with puts of up to 200 KB: zero-copy and the
  * superpipeline), byte-checked, so connections close while idle and are
@@ -1238,10 +1253,6 @@ static int qps_trimmed(struct tst *t, unsigned int want, struct qps_st *q)
 static int ib_qps_churn(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_IB_QPS_MAX", "2", NULL };
-	struct tst_shape small = { .min_call = 1, .max_call = 3000,
-				   .min_pieces = 1, .max_pieces = 3 };
-	struct tst_shape big = { .min_call = 1, .max_call = 200000,
-				 .min_pieces = 1, .max_pieces = 2 };
 	struct qps_st q;
 	uint64_t waits;
 	int round, qps, ret = srq_connect(t, env);
@@ -1249,10 +1260,7 @@ static int ib_qps_churn(struct tst *t)
 	if (ret)
 		return ret;
 	for (round = 1; round <= 3; round++) {
-		const struct tst_shape *sh = round == 2 ? &big : &small;
-
-		ret = srq_all_pairs(t, (uint64_t)round << 40,
-				    tst_scaled(256u << 10, 64 << 10), sh, sh);
+		ret = qps_streams(t, round);
 		if (ret)
 			return ret;
 	}
@@ -1287,10 +1295,6 @@ static int ib_qps_churn(struct tst *t)
 static int ib_qps_adapter_full(struct tst *t)
 {
 	static const char *const env[] = { NULL };
-	struct tst_shape small = { .min_call = 1, .max_call = 3000,
-				   .min_pieces = 1, .max_pieces = 3 };
-	struct tst_shape big = { .min_call = 1, .max_call = 200000,
-				 .min_pieces = 1, .max_pieces = 2 };
 	struct qps_st q;
 	uint64_t refused;
 	int round, qps, ret;
@@ -1298,10 +1302,7 @@ static int ib_qps_adapter_full(struct tst *t)
 	srq_rc_qps_max = 2;
 	ret = srq_connect(t, env);
 	for (round = 1; round <= 2 && !ret; round++) {
-		const struct tst_shape *sh = round == 2 ? &big : &small;
-
-		ret = srq_all_pairs(t, (uint64_t)round << 40,
-				    tst_scaled(256u << 10, 64 << 10), sh, sh);
+		ret = qps_streams(t, round);
 		/* a rank a round ahead would put bytes a rank behind does
 		 * not read yet, which keeps their connection from closing */
 		if (!ret)
