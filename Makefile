@@ -242,12 +242,13 @@ FUZZ_SRCS_fuzz_ib_ring := proto/ring.c test/fuzz/peer_count.c
 FUZZ_SRCS_fuzz_ib_spipe := proto/spipe.c core/iov.c core/log.c \
 	test/fuzz/peer_count.c
 FUZZ_SRCS_fuzz_nodemap := core/nodemap.c core/num.c
-# rdma_ib's out-of-band record (verbs-free)
+# rdma_ib's out-of-band record and connection-manager messages (verbs-free)
 FUZZ_SRCS_fuzz_ib_rec := rdma_ib/ib_rec.c core/num.c
+FUZZ_SRCS_fuzz_ib_cm_msg := rdma_ib/ib_cm_msg.c
 FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_O)/%)
 FUZZ_HDRS := $(wildcard include/*.h core/*.h pmi/*.h proto/*.h rdma_shm/*.h \
-	rdma_ib/ib_rec.h test/fuzz/*.h)
+	rdma_ib/ib_rec.h rdma_ib/ib_cm_msg.h test/fuzz/*.h)
 
 define FUZZ_RULE
 $(FUZZ_O)/$(1): test/fuzz/$(1).c $(FUZZ_SRCS_$(1)) $(FUZZ_HDRS)

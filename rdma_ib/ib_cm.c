@@ -2,8 +2,8 @@
  * ib_cm.c - rdma_ib's connection manager (ib_cm.h): a UD QP per process,
  * a record per rank, and per pair a short exchange of the RC endpoints'
  * addresses.  Everything a peer sends is checked (length, magic,
- * version, ranks, the nonces of both contexts, the sending QP) before a
- * field is used.
+ * version, ranks, the nonces of both contexts, flags: ib_cm_msg.h; the
+ * sending QP) before a field is used.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,14 +18,12 @@
 #include "core/log.h"
 #include "core/tl.h"
 #include "ib_cm.h"
+#include "ib_cm_msg.h"
 #include "ib_dev.h"
 #include "ib_ep.h"
 #include "ib_rec.h"
 #include "ib_tl.h"
 
-#define IB_CM_MAGIC 0x4d434452u		/* "RDCM" read little-endian */
-#define IB_CM_VERSION 3		/* 2: IB_CM_F_REJ; 3: closing idle
-				 * connections, and their generations */
 #define IB_CM_QKEY 0x52444348u
 /* Room for a request from every peer of a large job at once, and the
  * answers to them: a receive not posted loses a message, a send slot
@@ -46,42 +44,12 @@ _Static_assert(IB_CM_RECVS + IB_CM_SENDS <= IB_CM_CQE,
 					 * carrying nothing for this long */
 #define IB_CM_FULL_NS (100 * 1000000ull)	/* the device's QPs tried again */
 
-/* Flags of a message: what its sender knows. */
-#define IB_CM_F_RTR 0x1u	/* its QP is connected to yours */
-#define IB_CM_F_UP 0x2u		/* it has your IB_CM_F_RTR: no answer due */
-#define IB_CM_F_REJ 0x4u	/* its end failed (no address follows): yours fails */
-/* Closing an idle connection (RDMACH_IB_QPS_MAX, or the device's QPs
- * all taken): the asking end stops sending and asks; the other closes
- * its end if it is quiet too and each end got all the other put, and
- * says so, or says it keeps it.  Both ends then count one more
- * generation: a message of an older one is stale.  A request carries
- * its attempt number (psn), which the answer repeats: a request kept
- * once is kept again (a copy retransmitted before the sender resumed
- * carries counts that are old now), and a BUSY answers one attempt. */
-#define IB_CM_F_CLOSE 0x8u	/* close it? ring, ctrl: the sender's bytes
-				 * put and got on it */
-#define IB_CM_F_CLOSED 0x10u	/* answer: closed here (or before) */
-#define IB_CM_F_BUSY 0x20u	/* answer: not idle here, it stays */
-#define IB_CM_F_CLOSING (IB_CM_F_CLOSE | IB_CM_F_CLOSED | IB_CM_F_BUSY)
-
 /* What ib_cm_send sends. */
 enum ib_cm_kind { IB_CM_ADDR, IB_CM_REJ, IB_CM_CLOSE, IB_CM_CLOSED,
 		  IB_CM_BUSY };
 
-struct ib_cm_msg {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t flags;
-	uint32_t src, dst;		/* ranks */
-	uint64_t src_nonce, dst_nonce;	/* the two contexts */
-	uint64_t ring, ctrl, ring_size;	/* the sender's endpoint */
-	uint32_t qpn, psn, rkey, wire, mtu;
-	uint16_t mode, gen;		/* gen: the connection's generation */
-	uint32_t caps, lid;
-	uint8_t gid[16];
-} __attribute__((packed));
-
-_Static_assert(sizeof(struct ib_cm_msg) == 104, "ib_cm_msg is wire format");
+_Static_assert(IB_CM_MSG_MTU_MAX == IBV_MTU_4096,
+	       "a message's MTU is at most 4096's code");
 
 /* A peer's record ("ib-<rank>") and the state of its connection. */
 struct ib_cm_peer {
@@ -307,6 +275,8 @@ static int ib_cm_peer_load(struct ib_tl *tl, int peer)
 
 /* ---- messages --------------------------------------------------------- */
 
+/* The flags of each kind (an address's: what we know); the receiver
+ * refuses combinations its parser does not list (ib_cm_msg.c). */
 static const uint16_t ib_cm_kind_flags[] = {
 	[IB_CM_ADDR] = 0, [IB_CM_REJ] = IB_CM_F_REJ,
 	[IB_CM_CLOSE] = IB_CM_F_CLOSE, [IB_CM_CLOSED] = IB_CM_F_CLOSED,
@@ -680,37 +650,16 @@ static int ib_cm_ep(struct ib_tl *tl, int peer, struct ib_conn **icp,
 
 /* ---- receiving ---------------------------------------------------------- */
 
-/* The 32-bit fields of a message's address that hold less, and their
- * ranges (the others hold any value, or are compared with ours). */
-static const struct ib_cm_range {
-	const char *name;
-	size_t off;
-	uint32_t min, max;
-} ib_cm_ranges[] = {
-	{ "QP number", offsetof(struct ib_cm_msg, qpn), 1, 0xffffff },
-	{ "PSN", offsetof(struct ib_cm_msg, psn), 0, 0xffffff },
-	{ "LID", offsetof(struct ib_cm_msg, lid), 0, 0xffff },
-	{ "MTU", offsetof(struct ib_cm_msg, mtu), 0, IBV_MTU_4096 },
-};
-
-/* The address m carries, each field checked against its range.  0, or
- * -EPROTO naming the field (logged). */
+/* The address m carries, each field checked against its range
+ * (ib_cm_msg_addr_check).  0, or -EPROTO naming the field (logged). */
 static int ib_cm_addr_of(int peer, const struct ib_cm_msg *m,
 			 struct ib_addr *a)
 {
-	size_t i;
+	char why[96];
 
-	for (i = 0; i < sizeof(ib_cm_ranges) / sizeof(ib_cm_ranges[0]); i++) {
-		const struct ib_cm_range *r = &ib_cm_ranges[i];
-		uint32_t v;
-
-		memcpy(&v, (const uint8_t *)m + r->off, sizeof(v));
-		if (v < r->min || v > r->max) {
-			rdmach_err("ib: rank %d's connection message: %s %u is "
-				   "not in %u..%u", peer, r->name, v, r->min,
-				   r->max);
-			return -EPROTO;
-		}
+	if (ib_cm_msg_addr_check(m, why, sizeof(why))) {
+		rdmach_err("ib: rank %d's connection message: %s", peer, why);
+		return -EPROTO;
 	}
 	memset(a, 0, sizeof(*a));
 	a->lid = (uint16_t)m->lid;
@@ -728,42 +677,56 @@ static int ib_cm_addr_of(int peer, const struct ib_cm_msg *m,
 	return 0;
 }
 
-/* A message's fixed fields: ours, from a rank of the group, for this
- * context.  The sender's record is read here at its first message. */
+/* The message received in slot b (wc its completion): ours, from a rank
+ * of the group, for this context, of flags a sender makes
+ * (ib_cm_msg_parse), from a rank reached through ib, its context and the
+ * QP its record names.  The sender's record is read here at its first
+ * message.  0 and *m set, or -EPROTO with why. */
 static int ib_cm_check_msg(struct ib_tl *tl, const struct ibv_wc *wc,
-			   const struct ib_cm_msg *m)
+			   const uint8_t *b, struct ib_cm_msg *m, char *why,
+			   size_t whylen)
 {
 	struct rdmach_ctx *ctx = tl->base.ctx;
+	struct ib_cm_msg_want w = {
+		.rank = (uint32_t)ctx->rank, .size = (uint32_t)ctx->size,
+		.nonce = tl->cm->nonce, .version = tl->cm_version,
+	};
 	struct ib_cm_peer *p;
+	struct ib_cm_msg t;
+	int ret;
 
-	if (wc->byte_len != IB_CM_RSLOT || m->magic != IB_CM_MAGIC)
-		return -EPROTO;
-	if (m->version != tl->cm_version) {
+	ret = ib_cm_msg_parse(b + IB_CM_GRH, wc->byte_len > IB_CM_GRH ?
+			      wc->byte_len - IB_CM_GRH : 0, &w, &t, why,
+			      whylen);
+	if (ret == -EPROTONOSUPPORT) {
 		/* a peer that will never understand us: say (once) why
 		 * its connection times out */
 		if (!tl->cm->version_warned)
-			rdmach_warn("ib: a connection message of protocol "
-				    "version %u from rank %u; this rdmach "
-				    "speaks %u (every rank must run the same "
-				    "rdmach)", m->version, m->src,
-				    tl->cm_version);
+			rdmach_warn("ib: a connection message of %s (every "
+				    "rank must run the same rdmach)", why);
 		tl->cm->version_warned = 1;
+	}
+	if (ret)
+		return -EPROTO;
+	if (ctx->conns[t.src].via != &tl->base) {
+		snprintf(why, whylen, "from rank %u, which this rank reaches "
+			 "through another transport", t.src);
 		return -EPROTO;
 	}
-	if (m->dst != (uint32_t)ctx->rank ||
-	    m->src >= (uint32_t)ctx->size || m->src == (uint32_t)ctx->rank ||
-	    m->dst_nonce != tl->cm->nonce)
-		return -EPROTO;
-	if (ctx->conns[m->src].via != &tl->base) {
-		rdmach_debug("ib: connection message from rank %u, which this "
-			     "rank reaches through another transport", m->src);
+	if (ib_cm_peer_load(tl, (int)t.src)) {
+		snprintf(why, whylen, "from rank %u, whose record is not "
+			 "usable (above)", t.src);
 		return -EPROTO;
 	}
-	if (ib_cm_peer_load(tl, (int)m->src))
+	p = &tl->cm->peers[t.src];
+	if (t.src_nonce != p->nonce || wc->src_qp != p->ud_qpn) {
+		/* an old context's, or not the peer's QP */
+		snprintf(why, whylen, "not from rank %u's context (nonce "
+			 "0x%016" PRIx64 ") and QP (%u)", t.src, p->nonce,
+			 p->ud_qpn);
 		return -EPROTO;
-	p = &tl->cm->peers[m->src];
-	if (m->src_nonce != p->nonce || wc->src_qp != p->ud_qpn)
-		return -EPROTO;	/* an old context's, or not the peer's QP */
+	}
+	*m = t;
 	return 0;
 }
 
@@ -989,18 +952,18 @@ static void ib_cm_recv(struct ib_tl *tl, const struct ibv_wc *wc,
 {
 	struct ib_cm *cm = tl->cm;
 	struct ib_cm_msg m;
+	char why[160];
 
-	if (wc->status == IBV_WC_SUCCESS && wc->byte_len == IB_CM_RSLOT) {
-		memcpy(&m, cm->buf + slot * IB_CM_RSLOT + IB_CM_GRH,
-		       sizeof(m));
-		if (cm->dropped < tl->cm_drop)
-			cm->dropped++;
-		else if (!ib_cm_check_msg(tl, wc, &m))
+	if (wc->status == IBV_WC_SUCCESS) {
+		if (wc->byte_len == IB_CM_RSLOT && cm->dropped < tl->cm_drop)
+			cm->dropped++;	/* the test hook: as if lost */
+		else if (!ib_cm_check_msg(tl, wc, cm->buf + slot * IB_CM_RSLOT,
+					  &m, why, sizeof(why)))
 			ib_cm_handle(tl, &m);
 		else
 			rdmach_debug("ib: a connection message refused (from "
-				     "QP %u, %u bytes)", wc->src_qp,
-				     wc->byte_len);
+				     "QP %u, %u bytes): %s", wc->src_qp,
+				     wc->byte_len, why);
 	}
 	if (ib_cm_post_recv(cm, slot))
 		rdmach_warn("ib: a connection manager receive not reposted");
