@@ -199,13 +199,12 @@ static ssize_t shm_rx_drain(struct shm_conn *sc, struct rdmach_iovc *c,
 				      shm_rx_rndv_take(sc, r, p, h);
 				if (ret < 0)
 					break;
+				shm_rx_large_start(sc);	/* once a message */
 			}
 			if (!sc->rx_off && done + got &&
 			    shm_hdr_type(h) == RDMACH_PKT_RNDV &&
 			    sc->rx_ctl.total > total - done)
 				break;
-			if (!sc->rx_off)
-				shm_rx_large_start(sc);
 			ret = shm_hdr_type(h) == RDMACH_PKT_PIPE ?
 			      shm_rx_pipe(sc, r, len, c, total - done, &fin) :
 			      shm_rx_rndv(sc, r, len, c, total - done, &fin);

@@ -57,14 +57,16 @@ void shm_rndv_tl_close(struct shm_tl *tl)
 	}
 }
 
-/* A large message of the peer starts: did it cross one of mine (a copy
- * area message being copied in, a rendezvous not yet read)?  Then large
- * messages go both ways at once, and deferred puts may take CMA even
- * when hot (shm_tx_want_cma), until SHM_DUPLEX_HOLD of the peer's large
- * messages in a row have crossed none: with several reads in flight
- * some find mine all read, and a side that flips between CMA and the
- * copy area loses to both (MPI bibw 1 MiB 27 GB/s against 38).  The
- * peer sees this side's state in the ring's crossing flag. */
+/* A large message of the peer starts (its control packet is taken: once
+ * a message, not at each get that finds its first bytes not yet there,
+ * which wore the hold down within one message): did it cross one of mine
+ * (a copy area message being copied in, a rendezvous not yet read)?
+ * Then large messages go both ways at once, and deferred puts may take
+ * CMA even when hot (shm_tx_want_cma), until SHM_DUPLEX_HOLD of the
+ * peer's large messages in a row have crossed none: with several reads
+ * in flight some find mine all read, and a side that flips between CMA
+ * and the copy area loses to both (MPI bibw 1 MiB 27 GB/s against 38).
+ * The peer sees this side's state in the ring's crossing flag. */
 #define SHM_DUPLEX_HOLD 16u
 
 void shm_rx_large_start(struct shm_conn *sc)

@@ -577,7 +577,16 @@ static int shm_deferred_death(struct tst *t)
  * one (RDMACH_SHM_CALIB_MS=0: no CMA for large puts): deferred puts that
  * go one way take the copy area (no ticket); both ways at once, those of
  * at least 512 KiB take CMA (tickets) on both sides, those under it the
- * copy area still; every byte checked both ways. */
+ * copy area still; every byte checked both ways.  Which of the large
+ * ones go by CMA does not depend on timing: the first of each side goes
+ * by the copy area (nothing has crossed yet), whose 512 KiB hold half of
+ * it, so the side that first sees the peer's is still copying its own in
+ * and sees them cross; its crossing flag is set before it reads the
+ * peer's first message, which the peer must see read before its second
+ * large one, and holds until 16 of the peer's large messages crossed
+ * none.  So every large one but the first goes by CMA, on both sides.
+ * Idle areas are kept: a writer kept out of its copy area would send the
+ * smaller ones by CMA (RDMACH_SHM_COLD_CMA). */
 #define DUP_MSGS 12
 #define DUP_SMALL (300u << 10)	/* above the CMA threshold, under 512K */
 
@@ -586,8 +595,6 @@ struct dup_side {
 	size_t len, done, in_piece;
 	int piece;
 	long tickets[2];		/* [large], [small] */
-	long peer_large, rounds;	/* dup_rounds: the peer's large puts
-					 * by CMA, rounds run */
 };
 
 /* One deferred put of the current piece (alternately BIG and DUP_SMALL)
@@ -654,57 +661,12 @@ static int dup_both_ways(struct tst *t, rdmach_conn_t *c,
 	return 0;
 }
 
-/* Rounds of dup_both_ways with fresh streams until both sides' large
- * puts went by CMA in some round (at most DUP_ROUNDS; each side checks
- * its own, and a side that starts late may see no crossing while the
- * other does); out->tickets sums them over rounds. */
-#define DUP_ROUNDS 16
-static int dup_rounds(struct tst *t, rdmach_conn_t *c, struct dup_side *out,
-		      uint8_t *in, size_t len, uint64_t seed_out,
-		      uint64_t seed_in)
-{
-	long large = 0, small = 0;
-	uint64_t theirs_total = 0;
-	int round, ret = 0;
-
-	for (round = 1; round <= DUP_ROUNDS && !ret; round++) {
-		uint64_t mine, theirs = 0;
-		struct iovec iov;
-		uint8_t *buf = out->buf;
-
-		seed_out ^= 0xd1b54a32d192ed03ull * (uint64_t)round;
-		seed_in ^= 0xd1b54a32d192ed03ull * (uint64_t)round;
-		memset(out, 0, sizeof(*out));
-		out->buf = buf;
-		out->len = len;
-		tst_pat_fill(buf, len, seed_out, 0);
-		ret = dup_both_ways(t, c, dup_put, out, &out->done, in, len,
-				    seed_in);
-		large += out->tickets[0];
-		small += out->tickets[1];
-		mine = (uint64_t)out->tickets[0];
-		iov = (struct iovec){ &mine, sizeof(mine) };
-		if (!ret)
-			ret = tst_xfer_iov(t, c, 1, &iov, 1);
-		iov = (struct iovec){ &theirs, sizeof(theirs) };
-		if (!ret)
-			ret = tst_xfer_iov(t, c, 0, &iov, 1);
-		theirs_total += theirs;
-		if (!ret && large && theirs_total)
-			break;
-	}
-	out->tickets[0] = large;
-	out->tickets[1] = small;
-	out->peer_large = (long)theirs_total;
-	out->rounds = round > DUP_ROUNDS ? DUP_ROUNDS : round;
-	return ret;
-}
-
 static int shm_deferred_duplex(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_SHM_CMA_USE", "auto",
 		"RDMACH_SHM_CALIB_MS", "0", "RDMACH_SHM_CMA_DUPLEX", "512K",
-		NULL };
+		"RDMACH_SHM_PIPE_AREA", "512K", "RDMACH_SHM_PIPE_CHUNK", "32K",
+		"RDMACH_SHM_IDLE_RELEASE_MS", "0", NULL };
 	const size_t len = DUP_MSGS / 2 * (BIG + DUP_SMALL);
 	struct dup_side out = { 0 };
 	uint64_t seed_out, seed_in;
@@ -735,11 +697,8 @@ static int shm_deferred_duplex(struct tst *t)
 	}
 	if (tst_barrier(t))
 		return -1;
-	/* both ways: fresh streams after the one-way message.  The choice
-	 * follows messages seen crossing, which a side that starts late (a
-	 * slow ASan run, a loaded host) may not see in one round: up to
-	 * DUP_ROUNDS rounds, until
-	 * either side's large puts took CMA (both sides learn the count). */
+	/* both ways: fresh streams (seeds of their own) after the one-way
+	 * message */
 	out.buf = malloc(len);
 	in = malloc(len);
 	if (!out.buf || !in) {
@@ -747,7 +706,10 @@ static int shm_deferred_duplex(struct tst *t)
 		free(in);
 		return tst_fail(t, "out of memory");
 	}
-	ret = dup_rounds(t, c, &out, in, len, seed_out, seed_in);
+	out.len = len;
+	tst_pat_fill(out.buf, len, seed_out ^ 0xd1b54a32d192ed03ull, 0);
+	ret = dup_both_ways(t, c, dup_put, &out, &out.done, in, len,
+			    seed_in ^ 0xd1b54a32d192ed03ull);
 	free(out.buf);
 	free(in);
 	if (ret)
@@ -757,12 +719,11 @@ static int shm_deferred_duplex(struct tst *t)
 		return tst_skip(t, "the peer cannot read this process's "
 				"memory (its CMA probe failed): no put to it "
 				"goes by CMA");
-	TST_CHECK(t, out.tickets[0] > 0 && out.tickets[1] == 0, "both ways: "
-		  "%ld large and %ld smaller deferred puts by CMA, expected "
-		  "some and none (the peer's large ones %ld, in %ld rounds; "
-		  "crossing seen here %u, by the peer %u)",
-		  out.tickets[0], out.tickets[1], out.peer_large, out.rounds,
-		  shm_conn_of(c)->duplex,
+	TST_CHECK(t, out.tickets[0] == DUP_MSGS / 2 - 1 && out.tickets[1] == 0,
+		  "both ways: %ld large and %ld smaller deferred puts by CMA, "
+		  "expected %d (all but the first) and none (crossing seen "
+		  "here %u, by the peer %u)", out.tickets[0], out.tickets[1],
+		  DUP_MSGS / 2 - 1, shm_conn_of(c)->duplex,
 		  (unsigned)atomic_load(&shm_conn_of(c)->rx_ctrl->crossing));
 	tst_log(t, "%ld of %d large puts by CMA", out.tickets[0],
 		DUP_MSGS / 2);
