@@ -33,8 +33,8 @@
 _Static_assert(IB_CM_RECVS + IB_CM_SENDS <= IB_CM_CQE,
 	       "the shared CQ has room for the UD QP's completions");
 #define IB_CM_GRH 40			/* a UD receive starts with it */
-#define IB_CM_RTO_NS (20 * 1000000ull)	/* first retransmission */
-#define IB_CM_RTO_MAX_NS (400 * 1000000ull)
+#define IB_CM_RTO_MAX_NS (400 * 1000000ull)	/* retransmissions' gap, at
+						 * most */
 #define IB_CM_SEND_TAG (1ull << 32)	/* wr_id: a send (else a receive) */
 #define IB_CM_ROOM_NS (1000000ull)	/* a connection waiting for room
 					 * looks again after this */
@@ -73,6 +73,10 @@ struct ib_cm_peer {
 	uint64_t tickets;	/* the next zero-copy ticket of the pair's
 				 * next connection (0: the first's own) */
 	uint64_t deadline, next_tx, rto;
+	/* our request under way: its first transmission, and how many so
+	 * far (an answer to one sent once times the peers' answers) */
+	uint64_t sent_at;
+	unsigned int sends;
 };
 
 struct ib_cm_stats {
@@ -83,6 +87,7 @@ struct ib_cm_stats {
 	uint64_t waits;		/* connections that waited for room ... */
 	uint64_t over;		/* ... and those made beyond the limit */
 	uint64_t refused;	/* QPs the adapter refused (max_qp) */
+	uint64_t resent;	/* messages sent again, unanswered in time */
 	unsigned int eps_most;	/* endpoints at once, at most */
 };
 
@@ -106,6 +111,9 @@ struct ib_cm {
 	 * QPs connected, so a connection is up once ours is connected to
 	 * the peer's (one message each way, no RTR awaited) */
 	int at_once;
+	/* ... whose first loop makes every endpoint and sends no message
+	 * twice: no peer answers before it has made its own (ib_cm_tick) */
+	int making_all;
 	/* idle connections closed for room (RDMACH_CONNECT=demand only) */
 	int may_close;
 	unsigned int eps;	/* endpoints to other ranks: a QP each */
@@ -117,6 +125,15 @@ struct ib_cm {
 	unsigned int closing;	/* close requests unanswered */
 	int finalizing;		/* close requests are answered BUSY */
 	uint64_t trim_at;	/* ib_cm_trim looks again then */
+	/* how long peers take to answer a request (smoothed, and its mean
+	 * deviation; ns; answered: samples), as TCP times its round trips:
+	 * a loaded host answers late, and retransmitting into its backlog
+	 * only adds to it */
+	uint64_t rtt, rtt_var, rto_min;
+	unsigned int answered;
+	/* a retransmission's gap, kept for new requests until an answer
+	 * times one (no sample comes from a request sent more than once) */
+	uint64_t rto_backed;
 	struct ib_cm_stats st;
 };
 
@@ -324,6 +341,16 @@ static void ib_cm_fill(struct ib_tl *tl, int peer, enum ib_cm_kind kind,
 	memcpy(m->gid, a.gid.raw, 16);
 }
 
+/* Our request to the peer went out: its first copy, or one more. */
+static void ib_cm_request_sent(struct ib_cm_peer *p)
+{
+	if (!p->sent_at) {
+		p->sent_at = rdmach_now_ns();
+		p->sends = 0;
+	}
+	p->sends++;
+}
+
 /* Our endpoint's address to peer, with what we know (IB_CM_ADDR), that
  * our end of the pair failed (REJ), or a message about closing the
  * connection of generation gen (its attempt).  A full send queue drops
@@ -362,6 +389,9 @@ static void ib_cm_send(struct ib_tl *tl, int peer, enum ib_cm_kind kind,
 	}
 	cm->send_next++;
 	cm->sends_out++;
+	if (kind == IB_CM_CLOSE ||
+	    (kind == IB_CM_ADDR && cm->peers[peer].active))
+		ib_cm_request_sent(&cm->peers[peer]);
 }
 
 /* In or out of the peers under way (cm->pend: what ib_cm_progress
@@ -379,6 +409,7 @@ static void ib_cm_set_pending(struct ib_cm *cm, int peer, int on)
 	} else if (!on && p->active) {
 		p->active = 0;
 		p->waiting = 0;
+		p->sent_at = 0;
 		if (p->closing) {
 			p->closing = 0;
 			cm->closing--;
@@ -458,6 +489,43 @@ static void ib_cm_closed(struct ib_tl *tl, int peer, int asked)
 		     asked ? "its" : "our", cm->eps);
 }
 
+/* The first retransmission's delay: RDMACH_IB_CM_RTO_MS, or what the
+ * answers so far say (mean + 4 deviations), or the last backed-off gap
+ * until an answer times one, within IB_CM_RTO_MAX_NS. */
+static uint64_t ib_cm_rto(const struct ib_cm *cm)
+{
+	uint64_t rto = cm->answered ? cm->rtt + 4 * cm->rtt_var : 0;
+
+	if (rto < cm->rto_min)
+		rto = cm->rto_min;
+	if (rto < cm->rto_backed)
+		rto = cm->rto_backed;
+	return rto < IB_CM_RTO_MAX_NS ? rto : IB_CM_RTO_MAX_NS;
+}
+
+/* The peer answered our request: one sent once times it (Karn: which
+ * copy an answer is for is unknown otherwise). */
+static void ib_cm_answered(struct ib_cm *cm, struct ib_cm_peer *p)
+{
+	uint64_t now = rdmach_now_ns(), t, d;
+
+	if (p->sends != 1 || !p->sent_at || now < p->sent_at) {
+		p->sent_at = 0;
+		return;
+	}
+	t = now - p->sent_at;
+	p->sent_at = 0;
+	cm->rto_backed = 0;
+	if (!cm->answered++) {
+		cm->rtt = t;
+		cm->rtt_var = t / 2;
+		return;
+	}
+	d = t > cm->rtt ? t - cm->rtt : cm->rtt - t;
+	cm->rtt_var = cm->rtt_var - cm->rtt_var / 4 + d / 4;
+	cm->rtt = cm->rtt - cm->rtt / 8 + t / 8;
+}
+
 /* Stop sending to peer and ask it to close the connection. */
 static void ib_cm_close_start(struct ib_tl *tl, struct ib_conn *ic,
 			      uint64_t now)
@@ -472,11 +540,12 @@ static void ib_cm_close_start(struct ib_tl *tl, struct ib_conn *ic,
 	p->attempt++;
 	tl->cm->closing++;
 	p->deadline = now + tl->base.ctx->connect_timeout_ns;
-	p->rto = IB_CM_RTO_NS;
+	p->rto = ib_cm_rto(tl->cm);
 	p->next_tx = now + p->rto;
 	ib_cm_set_pending(tl->cm, peer, 1);
 	rdmach_debug("ib: asking rank %d to close the idle connection "
 		     "(generation %u, attempt %u)", peer, p->gen, p->attempt);
+	p->sent_at = 0;		/* a new request */
 	ib_cm_send(tl, peer, IB_CM_CLOSE, p->gen, p->attempt);
 }
 
@@ -765,7 +834,7 @@ static void ib_cm_arm(struct ib_tl *tl, int peer, uint64_t now)
 
 	if (!p->r_qpn) {
 		p->deadline = now + tl->base.ctx->connect_timeout_ns;
-		p->rto = IB_CM_RTO_NS;
+		p->rto = ib_cm_rto(tl->cm);
 	}
 	p->next_tx = now + p->rto;
 	ib_cm_set_pending(tl->cm, peer, 1);
@@ -895,6 +964,7 @@ static void ib_cm_handle_close(struct ib_tl *tl, const struct ib_cm_msg *m,
 	if (age || !p->closing ||
 	    ((m->flags & IB_CM_F_BUSY) && m->psn != p->attempt))
 		return;		/* an answer to an earlier request */
+	ib_cm_answered(tl->cm, p);
 	if (m->flags & IB_CM_F_CLOSED)
 		ib_cm_closed(tl, peer, 0);
 	else
@@ -939,8 +1009,10 @@ static void ib_cm_handle(struct ib_tl *tl, const struct ib_cm_msg *m)
 		ib_cm_send(tl, peer, IB_CM_REJ, p->gen, 0);
 		return;
 	}
-	if (m->flags & IB_CM_F_RTR)
+	if (m->flags & IB_CM_F_RTR) {	/* an answer to our address */
+		ib_cm_answered(tl->cm, p);
 		p->rtr = 1;
+	}
 	if (p->rtr || tl->cm->at_once)
 		ib_cm_up(tl, peer);
 	if (!(m->flags & IB_CM_F_UP))
@@ -1102,8 +1174,21 @@ static void ib_cm_resend(struct ib_tl *tl, int peer, uint64_t now)
 		if (ret <= 0)
 			return;
 	} else {
-		p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 :
-			 IB_CM_RTO_MAX_NS;
+		uint64_t due = p->sent_at + ib_cm_rto(tl->cm);
+
+		if (p->sends == 1 && p->sent_at && now < due) {
+			p->next_tx = due;	/* answers take longer now */
+			return;
+		}
+		if (p->rto < ib_cm_rto(tl->cm))
+			p->rto = ib_cm_rto(tl->cm);
+		/* doubled up to IB_CM_RTO_MAX_NS, or kept beyond it */
+		if (p->rto < IB_CM_RTO_MAX_NS)
+			p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 :
+				 IB_CM_RTO_MAX_NS;
+		if (p->rto > tl->cm->rto_backed)
+			tl->cm->rto_backed = p->rto;
+		tl->cm->st.resent++;
 	}
 	p->next_tx = now + p->rto;
 	ib_cm_send(tl, peer, p->closing ? IB_CM_CLOSE : IB_CM_ADDR, p->gen,
@@ -1135,7 +1220,7 @@ static int ib_cm_tick(struct ib_tl *tl, int peer, uint64_t now)
 		ib_cm_expired(tl, peer);
 		return 0;
 	}
-	if (now >= p->next_tx)
+	if (now >= p->next_tx && !tl->cm->making_all)
 		ib_cm_resend(tl, peer, now);
 	return p->active;
 }
@@ -1217,14 +1302,41 @@ void ib_cm_listen(struct rdmach_tl *base)
 		ib_cm_poll(tl);
 }
 
+/* Every peer just sent our address: the peers, which entered
+ * rdmach_connect's phase with us, each make their endpoints first too,
+ * which took us made_ns: a request is sent again only that long after
+ * the last was sent, not while the peer cannot have answered yet. */
+static void ib_cm_all_sent(struct ib_cm *cm, uint64_t made_ns)
+{
+	uint64_t now = rdmach_now_ns(), rto = ib_cm_rto(cm);
+	unsigned int i;
+
+	if (rto < made_ns)
+		rto = made_ns;
+	for (i = 0; i < cm->pending; i++) {
+		struct ib_cm_peer *p = &cm->peers[cm->pend[i]];
+
+		if (p->rto < rto)
+			p->rto = rto;
+		p->next_tx = now + p->rto;
+	}
+}
+
 int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 {
 	int i, ret = 0, left = npeers;
+	uint64_t t0 = rdmach_now_ns();
 
-	if (tl->cm)
+	if (tl->cm) {
 		tl->cm->at_once = 1;
+		tl->cm->making_all = 1;
+	}
 	for (i = 0; i < npeers && ret >= 0; i++)
 		ret = ib_cm_connect_peer(&tl->base, peers[i], 1);
+	if (tl->cm) {
+		tl->cm->making_all = 0;
+		ib_cm_all_sent(tl->cm, rdmach_now_ns() - t0);
+	}
 	while (left && ret >= 0) {
 		for (i = 0, left = 0; i < npeers && ret >= 0; i++) {
 			ret = ib_cm_connect_peer(&tl->base, peers[i], 0);
@@ -1263,11 +1375,13 @@ void ib_cm_print(const struct ib_tl *tl, FILE *out)
 		"by the adapter%s); idle ones closed: "
 		"%" PRIu64 " asked by us, %" PRIu64 " by peers, %" PRIu64
 		" kept by a busy peer; %" PRIu64 " waited for room, %" PRIu64
-		" made beyond it\n", cm->st.made, cm->eps, cm->st.eps_most,
+		" made beyond it; %" PRIu64 " messages resent, answers in "
+		"%.1f ms\n", cm->st.made, cm->eps, cm->st.eps_most,
 		cm->eps_max, cm->st.refused,
 		cm->eps_full ? ", which is full now" : "",
 		cm->st.closed, cm->st.closed_asked, cm->st.kept,
-		cm->st.waits, cm->st.over);
+		cm->st.waits, cm->st.over, cm->st.resent,
+		(double)cm->rtt / 1e6);
 }
 
 /* ---- open and close -------------------------------------------------------- */
@@ -1300,6 +1414,7 @@ int ib_cm_open(struct ib_tl *tl)
 	cm->may_close = tl->base.ctx->demand;
 	cm->eps_max = cm->may_close ? tl->qps_max : 0;
 	cm->wait_ns = tl->qps_wait_ms * 1000000ull;
+	cm->rto_min = tl->cm_rto_ms * 1000000ull;
 	if (tl->qps_max && !cm->may_close)
 		rdmach_warn("ib: RDMACH_IB_QPS_MAX=%u has no effect under "
 			    "RDMACH_CONNECT=all (a QP to every peer)",

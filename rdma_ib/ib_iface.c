@@ -30,7 +30,7 @@ enum { IB_K_DEVICE, IB_K_PORT, IB_K_GID, IB_K_MODE, IB_K_RING, IB_K_CHUNK,
        IB_K_RETRY, IB_K_ZCOPY, IB_K_ZC_THRESHOLD, IB_K_ZC_READ,
        IB_K_ZC_BOUNCE, IB_K_ZC_YIELD, IB_K_CM_DROP, IB_K_CM_VERSION,
        IB_K_SRQ_BUFS, IB_K_SRQ_BUF_SIZE, IB_K_SRQ_CREDITS, IB_K_RING_AFTER,
-       IB_K_RINGS_MAX, IB_K_CQ_WRS, IB_K_QPS_MAX, IB_K_QPS_WAIT, IB_K_NUM };
+       IB_K_RINGS_MAX, IB_K_CQ_WRS, IB_K_QPS_MAX, IB_K_QPS_WAIT, IB_K_CM_RTO, IB_K_NUM };
 
 static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 	[IB_K_DEVICE] = { "RDMACH_IB_DEVICE", RDMACH_KNOB_STRING, "", 0, 0,
@@ -117,6 +117,11 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 		0, 3600000, "how long a connection waits for another to close "
 		"at RDMACH_IB_QPS_MAX before it is made beyond (one closes "
 		"only once each end read all the other put)" },
+	[IB_K_CM_RTO] = { "RDMACH_IB_CM_RTO_MS", RDMACH_KNOB_UINT, "20", 1,
+		10000, "a connection message unanswered this long is sent "
+		"again (then after twice as long, up to 400 ms); longer when "
+		"the peers' answers take longer (measured: a loaded host "
+		"answers late)" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
@@ -236,6 +241,7 @@ static int ib_read_knobs(struct ib_tl *tl, unsigned int *port)
 	tl->wr_max = (unsigned int)v[IB_K_CQ_WRS];
 	tl->qps_max = (unsigned int)v[IB_K_QPS_MAX];
 	tl->qps_wait_ms = v[IB_K_QPS_WAIT];
+	tl->cm_rto_ms = v[IB_K_CM_RTO];
 	*port = (unsigned int)v[IB_K_PORT];
 	return 0;
 }

@@ -72,6 +72,7 @@ struct ib_tl {
 	unsigned int cm_peers;	/* peers it may connect (CQ sizing) */
 	unsigned int qps_max;	/* RDMACH_IB_QPS_MAX: QPs to peers kept */
 	uint64_t qps_wait_ms;	/* RDMACH_IB_QPS_WAIT_MS */
+	uint64_t cm_rto_ms;	/* RDMACH_IB_CM_RTO_MS */
 	/* the shared receive path (ib_srq.h): NULL when off; new demand
 	 * connections start cold on it */
 	struct ib_srq *srq;

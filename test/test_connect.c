@@ -8,7 +8,9 @@
  * whose connection is up answers from inside rdmach_connect's fence); a
  * peer that dies before or during the
  * set-up (-ECONNRESET within RDMACH_CONNECT_TIMEOUT_MS, a message naming
- * its rank and host); and a rank that talks to one peer of four makes
+ * its rank and host); peers that answer late (the retransmission gap
+ * grows with the answers' time, so they are not flooded); and a rank
+ * that talks to one peer of four makes
  * one connection (rdmach's counters, and the kernel's QPs where the
  * rdma tool shows them); progress visits the connections up, and only
  * those: a dead peer is found by rdmach_progress alone, whose list then
@@ -31,7 +33,7 @@
 #define CN_BYTES 4096
 
 /* Words of t->shared. */
-enum { CN_DEATH_NS };
+enum { CN_DEATH_NS, CN_ASKED };
 
 /* t->oob with every key under a prefix of its own, so that each fresh
  * context of a case publishes keys no earlier one did. */
@@ -420,6 +422,79 @@ static int cn_only_pairs(struct tst *t)
 	return ret;
 }
 
+/* The "# ib connections:" line's retransmissions and the answers' time
+ * (ms) it reports. */
+static int cn_resent(rdmach_ctx_t *ctx, long *resent, double *answer_ms)
+{
+	char *buf = tst_stats_text(ctx), *p;
+	int n = 0;
+
+	p = buf ? strstr(buf, "# ib connections:") : NULL;
+	if (p)
+		p = strstr(p, " made beyond it; ");
+	if (p)
+		n = sscanf(p, " made beyond it; %ld messages resent, answers "
+			   "in %lf ms", resent, answer_ms);
+	free(buf);
+	return n == 2 ? 0 : -ENOENT;
+}
+
+/* Six ranks; rank 0 connects to ranks 1-5 one after the other (a put,
+ * then their answer), and each of them answers 150 ms late: it sleeps
+ * that long, outside rdmach, once rank 0 has asked.  Rank 0's first
+ * request is sent again at 20, 60 and 140 ms (RDMACH_IB_CM_RTO_MS and
+ * its backoff); later ones start from the backed-off gap and, once an
+ * answer to a request sent once has been timed, from what the answers
+ * take: 8 resends at most in all (a fixed 20 ms gap sends each request
+ * 3 or 4 times), and the answers' time reported above 100 ms. */
+static int cn_slow_answers(struct tst *t)
+{
+	static const char *const env[] = { "RDMACH_CONNECT", "demand",
+		"RDMACH_IB_CM_RTO_MS", "20", NULL };
+	const char *tr = getenv("RDMACH_TRANSPORT");
+	rdmach_conn_t *c;
+	long resent = -1;
+	double ms = 0;
+	int p, ret = 0;
+
+	if (!tr || strcmp(tr, "ib"))
+		return tst_skip(t, "RDMACH_TRANSPORT=ib only");
+	for (p = 0; env[p]; p += 2)
+		setenv(env[p], env[p + 1], 1);
+	TST_CHECK0(t, tst_connect(t, &t->ctx));
+	if (t->rank) {
+		uint64_t t0 = rdmach_now_ns();
+
+		while (!__atomic_load_n(&t->shared[CN_ASKED + t->rank],
+					__ATOMIC_SEQ_CST))
+			TST_CHECK(t, rdmach_now_ns() - t0 < 60000000000ull,
+				  "rank 0 did not ask within 60 s");
+		usleep(150000);
+		c = tst_conn(t, 0);
+		TST_CHECK0(t, tst_get_all(t, c, 0, tst_stream_seed(t, 0, t->rank),
+					  CN_BYTES));
+		return tst_put_all(t, c, 0, tst_stream_seed(t, t->rank, 0),
+				   CN_BYTES);
+	}
+	for (p = 1; p < t->np && !ret; p++) {
+		c = tst_conn(t, p);
+		__atomic_store_n(&t->shared[CN_ASKED + p], 1, __ATOMIC_SEQ_CST);
+		ret = tst_put_all(t, c, p, tst_stream_seed(t, 0, p), CN_BYTES);
+		if (!ret)
+			ret = tst_get_all(t, c, p, tst_stream_seed(t, p, 0),
+					  CN_BYTES);
+	}
+	if (ret)
+		return ret;
+	TST_CHECK(t, !cn_resent(t->ctx, &resent, &ms), "no resend counter "
+		  "in RDMACH_STATS");
+	tst_log(t, "%ld messages resent, answers in %.1f ms", resent, ms);
+	TST_CHECK(t, resent <= 8 && ms > 100, "%ld messages resent to 5 "
+		  "peers answering 150 ms late, answers in %.1f ms (want 8 "
+		  "at most, over 100 ms)", resent, ms);
+	return 0;
+}
+
 /* Four ranks, pairs (0, 1) and (2, 3): each polls its one connection,
  * not the job's.  Rank 3 dies; rank 2 then calls nothing but
  * rdmach_progress, which alone must find the death (its keepalive:
@@ -683,6 +758,8 @@ static const struct tst_case cn_cases[] = {
 	  CN_VICTIM_1 },
 	{ "only_pairs", 4, cn_only_pairs, TST_NO_CTX | TST_LAUNCH_ONLY, NULL,
 	  { 0 } },
+	{ "slow_answers", 6, cn_slow_answers, TST_NO_CTX | TST_LAUNCH_ONLY,
+	  NULL, { 0 } },
 	{ "progress_list", 4, cn_progress_list,
 	  TST_NO_CTX | TST_LAUNCH_ONLY | TST_KEEP_GOING, NULL,
 	  { 0, 0, 0, -SIGKILL } },

@@ -9,6 +9,8 @@
 #   demand   RDMACH_CONNECT=demand
 #   old      BENCH_OLD's build, a tree of before connections on demand
 #            (every pair at start-up, one PMI key per pair), if given
+#   prev     BENCH_PREV's build under RDMACH_CONNECT=all, if given (a
+#            change's tree before it)
 # for each pattern (ring: two peers per rank; all: every pair talks), and
 # each rank's VmPin and PSS after the first messages (medians over ranks).
 # Then a table per N: medians over the rounds, min-max spread.  The guest
@@ -20,7 +22,7 @@
 # env: BENCH_RANKS ("4 16 64")  BENCH_ROUNDS (3)  BENCH_PATTERNS ("ring all")
 #      BENCH_CONFIGS ("all demand", and old with BENCH_OLD)
 #      BENCH_OLD=DIR  a build directory with bin/rdmach_startup of another
-#                     tree (its library linked in)
+#                     tree (its library linked in); BENCH_PREV=DIR likewise
 #      BENCH_VMS (4)  BENCH_RESULTS (results/startup-DATE)  O (build)
 # Exit status 0; 1 if a run failed (the table says which).
 set -uo pipefail
@@ -38,12 +40,13 @@ if [ "${1:-}" = --in-vm ]; then
 	one() {
 		local cfg=$1 n=$2 pat=$3 bin=$O/bin/rdmach_startup mode=$1 t0 rc
 		[ "$cfg" = old ] && { bin=$BENCH_OLD/bin/rdmach_startup; mode=all; }
+		[ "$cfg" = prev ] && { bin=$BENCH_PREV/bin/rdmach_startup; mode=all; }
 		t0=$(date +%s%N)
 		# the emulated CPUs' limits of test/run-cluster.sh (scale64)
 		timeout 1200 "$hydra" -f "$CLUSTER_HOSTFILE" -n "$n" \
 			-genv RDMACH_CONNECT "$mode" -genv RDMACH_IB_TIMEOUT 18 \
 			-genv RDMACH_PEER_TIMEOUT_MS 30000 \
-			-genv RDMACH_CONNECT_TIMEOUT_MS 300000 \
+			-genv RDMACH_CONNECT_TIMEOUT_MS 300000 -genv RDMACH_STATS 1 \
 			nice -n 10 "$bin" "$pat" >"$out/last.log" 2>&1 </dev/null
 		rc=$?
 		cat "$out/last.log" >>"$out/runs.log"
@@ -104,20 +107,24 @@ BENCH_RANKS=${BENCH_RANKS:-4 16 64}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 BENCH_PATTERNS=${BENCH_PATTERNS:-ring all}
 BENCH_OLD=${BENCH_OLD:-}
-if [ -n "$BENCH_OLD" ]; then
-	case $BENCH_OLD in /*) ;; *) BENCH_OLD=$root/$BENCH_OLD ;; esac
-	[ -x "$BENCH_OLD/bin/rdmach_startup" ] ||
-		{ echo "run-startup-vm: no $BENCH_OLD/bin/rdmach_startup" >&2; exit 2; }
-fi
-BENCH_CONFIGS=${BENCH_CONFIGS:-${BENCH_OLD:+old }all demand}
+BENCH_PREV=${BENCH_PREV:-}
+for v in BENCH_OLD BENCH_PREV; do
+	d=${!v}
+	[ -n "$d" ] || continue
+	case $d in /*) ;; *) d=$root/$d ;; esac
+	[ -x "$d/bin/rdmach_startup" ] ||
+		{ echo "run-startup-vm: no $d/bin/rdmach_startup" >&2; exit 2; }
+	printf -v "$v" %s "$d"
+done
+BENCH_CONFIGS=${BENCH_CONFIGS:-${BENCH_OLD:+old }${BENCH_PREV:+prev }all demand}
 vms=${BENCH_VMS:-4}
 out=$root/${BENCH_RESULTS:-results/startup-$(date +%Y%m%d-%H%M%S)}
 case ${BENCH_RESULTS:-} in /*) out=$BENCH_RESULTS ;; esac
 mkdir -p "$out"
 [ -x "$O/bin/rdmach_startup" ] || { echo "run-startup-vm: make -j2 first" >&2; exit 2; }
 echo "$vms VMs, ranks round-robin, $BENCH_ROUNDS rounds, configs: $BENCH_CONFIGS; host load before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/setup.txt"
-export O BENCH_RANKS BENCH_ROUNDS BENCH_PATTERNS BENCH_OLD BENCH_CONFIGS
-export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} O BENCH_RANKS BENCH_ROUNDS BENCH_PATTERNS BENCH_OLD BENCH_CONFIGS"
+export O BENCH_RANKS BENCH_ROUNDS BENCH_PATTERNS BENCH_OLD BENCH_PREV BENCH_CONFIGS
+export RDMACH_VM_PASSENV="${RDMACH_VM_PASSENV:-} O BENCH_RANKS BENCH_ROUNDS BENCH_PATTERNS BENCH_OLD BENCH_PREV BENCH_CONFIGS"
 RDMACH_VM_MEM=${RDMACH_VM_MEM:-2048} RDMACH_VM_TIMEOUT=${RDMACH_VM_TIMEOUT:-5400} \
 	test/vm/vm-cluster.sh -n "$vms" "$root" \
 	"bench/vm/run-startup-vm.sh --in-vm $(printf %q "$out")" ||
