@@ -1305,14 +1305,18 @@ void ib_cm_listen(struct rdmach_tl *base)
 /* Every peer just sent our address: the peers, which entered
  * rdmach_connect's phase with us, each make their endpoints first too,
  * which took us made_ns: a request is sent again only that long after
- * the last was sent, not while the peer cannot have answered yet. */
-static void ib_cm_all_sent(struct ib_cm *cm, uint64_t made_ns)
+ * the last was sent, not while the peer cannot have answered yet (a
+ * quarter of RDMACH_CONNECT_TIMEOUT_MS at most: a lost one still has
+ * retries before its deadline). */
+static void ib_cm_all_sent(struct ib_tl *tl, uint64_t made_ns)
 {
+	struct ib_cm *cm = tl->cm;
 	uint64_t now = rdmach_now_ns(), rto = ib_cm_rto(cm);
+	uint64_t most = tl->base.ctx->connect_timeout_ns / 4;
 	unsigned int i;
 
 	if (rto < made_ns)
-		rto = made_ns;
+		rto = made_ns < most ? made_ns : most;
 	for (i = 0; i < cm->pending; i++) {
 		struct ib_cm_peer *p = &cm->peers[cm->pend[i]];
 
@@ -1335,7 +1339,7 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 		ret = ib_cm_connect_peer(&tl->base, peers[i], 1);
 	if (tl->cm) {
 		tl->cm->making_all = 0;
-		ib_cm_all_sent(tl->cm, rdmach_now_ns() - t0);
+		ib_cm_all_sent(tl, rdmach_now_ns() - t0);
 	}
 	while (left && ret >= 0) {
 		for (i = 0, left = 0; i < npeers && ret >= 0; i++) {
