@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -22,7 +22,8 @@
 /* Flags of a message: what its sender knows. */
 #define IB_CM_F_RTR 0x1u	/* its QP is connected to yours */
 #define IB_CM_F_UP 0x2u		/* it has your IB_CM_F_RTR: no answer due */
-#define IB_CM_F_REJ 0x4u	/* its end failed (no address follows): yours fails */
+#define IB_CM_F_REJ 0x4u	/* its end failed (no address follows):
+				 * yours fails */
 /* Closing an idle connection (RDMACH_IB_QPS_MAX, or the device's QPs
  * all taken): the asking end stops sending and asks; the other closes
  * its end if it is quiet too and each end got all the other put, and
