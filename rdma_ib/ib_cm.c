@@ -389,8 +389,10 @@ static void ib_cm_send(struct ib_tl *tl, int peer, enum ib_cm_kind kind,
 	cm->send_next++;
 	cm->sends_out++;
 	if (kind == IB_CM_CLOSE ||
-	    (kind == IB_CM_ADDR && cm->peers[peer].active))
+	    (kind == IB_CM_ADDR && cm->peers[peer].active)) {
+		cm->st.resent += cm->peers[peer].sent_at != 0;
 		ib_cm_request_sent(&cm->peers[peer]);
+	}
 }
 
 /* In or out of the peers under way (cm->pend: what ib_cm_progress
@@ -1187,7 +1189,6 @@ static void ib_cm_resend(struct ib_tl *tl, int peer, uint64_t now)
 				 IB_CM_RTO_MAX_NS;
 		if (p->rto > tl->cm->rto_backed)
 			tl->cm->rto_backed = p->rto;
-		tl->cm->st.resent++;
 	}
 	p->next_tx = now + p->rto;
 	ib_cm_send(tl, peer, p->closing ? IB_CM_CLOSE : IB_CM_ADDR, p->gen,
@@ -1260,6 +1261,7 @@ int ib_cm_connect_peer(struct rdmach_tl *base, int peer, int start)
 					"manager");
 	if (conn->err)
 		return conn->err;
+	ib_ep_async_tick(tl);
 	if (tl->dead[0] && !conn->tl)
 		return rdmach_conn_fail(conn, -EIO, "%s", tl->dead);
 	if (start && !conn->tl) {
@@ -1301,26 +1303,29 @@ void ib_cm_listen(struct rdmach_tl *base)
 		ib_cm_poll(tl);
 }
 
-/* Every peer just sent our address: the peers, which entered
+/* Every peer was just sent our address: the peers, which entered
  * rdmach_connect's phase with us, each make their endpoints first too,
  * which took us made_ns: a request is sent again only that long after
- * the last was sent, not while the peer cannot have answered yet (a
- * quarter of RDMACH_CONNECT_TIMEOUT_MS at most: a lost one still has
- * retries before its deadline). */
-static void ib_cm_all_sent(struct ib_tl *tl, uint64_t made_ns)
+ * the loop, not while the peer cannot have answered yet (half the time
+ * left to its deadline at most: a lost one still has retries); one that
+ * did not go out (no send slot) goes now. */
+static void ib_cm_all_sent(struct ib_cm *cm, uint64_t made_ns)
 {
-	struct ib_cm *cm = tl->cm;
 	uint64_t now = rdmach_now_ns(), rto = ib_cm_rto(cm);
-	uint64_t most = tl->base.ctx->connect_timeout_ns / 4;
 	unsigned int i;
 
 	if (rto < made_ns)
-		rto = made_ns < most ? made_ns : most;
+		rto = made_ns;
 	for (i = 0; i < cm->pending; i++) {
 		struct ib_cm_peer *p = &cm->peers[cm->pend[i]];
+		uint64_t left = p->deadline > now ? p->deadline - now : 0;
 
+		if (!p->sent_at) {
+			p->next_tx = now;
+			continue;
+		}
 		if (p->rto < rto)
-			p->rto = rto;
+			p->rto = rto < left / 2 ? rto : left / 2;
 		p->next_tx = now + p->rto;
 	}
 }
@@ -1338,7 +1343,7 @@ int ib_cm_connect_all(struct ib_tl *tl, const int *peers, int npeers)
 		ret = ib_cm_connect_peer(&tl->base, peers[i], 1);
 	if (tl->cm) {
 		tl->cm->making_all = 0;
-		ib_cm_all_sent(tl, rdmach_now_ns() - t0);
+		ib_cm_all_sent(tl->cm, rdmach_now_ns() - t0);
 	}
 	while (left && ret >= 0) {
 		for (i = 0, left = 0; i < npeers && ret >= 0; i++) {

@@ -63,6 +63,28 @@ static int ib_fail(struct ib_conn *ic, int err, const char *what)
 				ic->tl->dev.name, ic->tl->dev.port);
 }
 
+#define IB_EP_ASYNC_CALLS 256	/* between looks at the device's async
+				 * events (a system call) */
+
+/* A CQ overrun or a failed device: no connection of the device can be
+ * trusted any more (a completion may be lost), so each fails, saying so,
+ * and so does each one asked for later (ib_cm.c). */
+void ib_ep_async_tick(struct ib_tl *tl)
+{
+	char why[sizeof(tl->dead)];
+	int i;
+
+	if (++tl->async_tick % IB_EP_ASYNC_CALLS ||
+	    !ib_dev_async(&tl->dev, tl->cq, why, sizeof(why)))
+		return;
+	memcpy(tl->dead, why, sizeof(why));
+	for (i = 0; i < tl->base.ctx->size; i++)
+		if (tl->conns[i])
+			ib_ep_fail(tl->conns[i], -EIO, why);
+	if (!tl->failed)
+		tl->failed = -EIO;
+}
+
 void ib_ep_fail(struct ib_conn *ic, int err, const char *what)
 {
 	if (ic->broken || ic->conn->err)

@@ -178,6 +178,10 @@ int ib_ep_consume(struct rdmach_conn *conn, size_t n);
 void ib_ep_progress(struct ib_conn *ic);
 /* The connection fails with err and what (logged), unless it has. */
 void ib_ep_fail(struct ib_conn *ic, int err, const char *what);
+/* Every IB_EP_ASYNC_CALLS calls (progress, and a connection's waits):
+ * the device's async events.  After a CQ overrun or a failed device
+ * every connection fails, and tl->dead says why. */
+void ib_ep_async_tick(struct ib_tl *tl);
 
 /* The connection is up: it joins tl->live (once).  drop: it leaves
  * (failed, or destroyed), the last entry taking its place. */

@@ -118,10 +118,11 @@ static const struct rdmach_knob ib_knobs[IB_K_NUM] = {
 		"at RDMACH_IB_QPS_MAX before it is made beyond (one closes "
 		"only once each end read all the other put)" },
 	[IB_K_CM_RTO] = { "RDMACH_IB_CM_RTO_MS", RDMACH_KNOB_UINT, "20", 1,
-		10000, "a connection message unanswered this long is sent "
+		400, "a connection message unanswered this long is sent "
 		"again (then after twice as long, up to 400 ms); longer when "
 		"the peers' answers take longer (measured: a loaded host "
-		"answers late)" },
+		"answers late), and under RDMACH_CONNECT=all as long as "
+		"making the endpoints took" },
 };
 RDMACH_KNOB_TABLE(ib, ib_knobs);
 
@@ -134,27 +135,6 @@ static const char *const ib_mode_names[] = {
 };
 
 /* ---- progress ------------------------------------------------------------ */
-
-#define IB_ASYNC_POLLS 256	/* progress calls between looks at the
-				 * device's async events (a system call) */
-
-/* A CQ overrun or a failed device: no connection of the device can be
- * trusted any more (a completion may be lost), so each fails, saying so,
- * and so does each one asked for later (ib_cm.c). */
-static void ib_async_check(struct ib_tl *tl)
-{
-	char why[sizeof(tl->dead)];
-	int i;
-
-	if (!ib_dev_async(&tl->dev, tl->cq, why, sizeof(why)))
-		return;
-	memcpy(tl->dead, why, sizeof(why));
-	for (i = 0; i < tl->base.ctx->size; i++)
-		if (tl->conns[i])
-			ib_ep_fail(tl->conns[i], -EIO, why);
-	if (!tl->failed)
-		tl->failed = -EIO;
-}
 
 /* The connections up (tl->live), not every rank: an idle call costs what
  * the peers in use do, not the job size.  A failed one leaves the list
@@ -170,8 +150,7 @@ static int ib_progress(struct rdmach_tl *base)
 	ret = ib_ep_poll(tl);
 	if (ret)
 		return ret;
-	if (++tl->async_tick % IB_ASYNC_POLLS == 0)
-		ib_async_check(tl);
+	ib_ep_async_tick(tl);
 	ib_cm_progress(tl);
 	for (i = 0; i < tl->nlive;) {
 		struct ib_conn *ic = tl->live[i];

@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,9 +467,11 @@ static int cn_slow_answers(struct tst *t)
 		uint64_t t0 = rdmach_now_ns();
 
 		while (!__atomic_load_n(&t->shared[CN_ASKED + t->rank],
-					__ATOMIC_SEQ_CST))
+					__ATOMIC_SEQ_CST)) {
 			TST_CHECK(t, rdmach_now_ns() - t0 < 60000000000ull,
 				  "rank 0 did not ask within 60 s");
+			sched_yield();
+		}
 		usleep(150000);
 		c = tst_conn(t, 0);
 		TST_CHECK0(t, tst_get_all(t, c, 0, tst_stream_seed(t, 0, t->rank),
