@@ -1175,14 +1175,15 @@ static void ib_cm_resend(struct ib_tl *tl, int peer, uint64_t now)
 		if (ret <= 0)
 			return;
 	} else {
-		uint64_t due = p->sent_at + ib_cm_rto(tl->cm);
+		uint64_t rto = ib_cm_rto(tl->cm);
 
-		if (p->sends == 1 && p->sent_at && now < due) {
-			p->next_tx = due;	/* answers take longer now */
+		if (p->sends == 1 && p->sent_at && now < p->sent_at + rto) {
+			p->next_tx = p->sent_at + rto;	/* answers take longer
+							 * now */
 			return;
 		}
-		if (p->rto < ib_cm_rto(tl->cm))
-			p->rto = ib_cm_rto(tl->cm);
+		if (p->rto < rto)
+			p->rto = rto;
 		/* doubled up to IB_CM_RTO_MAX_NS, or kept beyond it */
 		if (p->rto < IB_CM_RTO_MAX_NS)
 			p->rto = p->rto * 2 < IB_CM_RTO_MAX_NS ? p->rto * 2 :

@@ -101,11 +101,13 @@ static int lg_knob(int i, uint64_t *v)
 	return rdmach_knob_u64(&lg_knobs[i], v);
 }
 
-/* A knob's value, or at auto the host's share (host_procs a host). */
-static int lg_knob_or(int i, uint64_t auto_v, uint64_t *v)
+/* A knob's value, or at auto auto_v (*is_auto, if asked, says which). */
+static int lg_knob_or(int i, uint64_t auto_v, uint64_t *v, int *is_auto)
 {
 	int r = lg_knob(i, v);
 
+	if (is_auto)
+		*is_auto = r == -ENODATA;
 	if (r == -ENODATA)
 		*v = auto_v;
 	return r == -ENODATA ? 0 : r;
@@ -118,9 +120,11 @@ void ib_large_mem_report(FILE *out, unsigned int host_procs)
 	int auto_size = lg_knob(LG_K_SP_BUF_SIZE, &size) == -ENODATA;
 	uint64_t lo = auto_size ? 64 << 10 : size;
 
-	if (lg_knob_or(LG_K_SP_PEERS, lg_auto_land(host_procs), &peers) ||
+	if (lg_knob_or(LG_K_SP_PEERS, lg_auto_land(host_procs), &peers,
+		       NULL) ||
 	    lg_knob(LG_K_SP_BUFS, &bufs) ||
-	    lg_knob_or(LG_K_SP_MEM_MAX, lg_auto_stage(host_procs), &mem_max))
+	    lg_knob_or(LG_K_SP_MEM_MAX, lg_auto_stage(host_procs), &mem_max,
+		       NULL))
 		return;
 	fprintf(out, "# besides, with large messages (%u processes a host): "
 		"superpipeline landing areas for %" PRIu64 " senders at most "
@@ -203,11 +207,10 @@ static int lg_settings(struct ib_large *lg)
 	if (p->c0 > spipe_buf_payload(p))
 		p->c0 = spipe_buf_payload(p);
 	/* until ib_large_host_procs: as if alone on the host */
-	lg->mem_auto = lg_knob(LG_K_SP_MEM_MAX, &v) == -ENODATA;
-	if ((r = lg_knob_or(LG_K_SP_MEM_MAX, lg_auto_stage(1), &lg->mem_max)))
-		return r;
-	lg->land_auto = lg_knob(LG_K_SP_PEERS, &v) == -ENODATA;
-	if ((r = lg_knob_or(LG_K_SP_PEERS, lg_auto_land(1), &v)))
+	if ((r = lg_knob_or(LG_K_SP_MEM_MAX, lg_auto_stage(1), &lg->mem_max,
+			    &lg->mem_auto)) ||
+	    (r = lg_knob_or(LG_K_SP_PEERS, lg_auto_land(1), &v,
+			    &lg->land_auto)))
 		return r;
 	lg->land_max = (unsigned int)v;
 	return 0;
