@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -423,23 +424,6 @@ static int cn_only_pairs(struct tst *t)
 	return ret;
 }
 
-/* The "# ib connections:" line's retransmissions and the answers' time
- * (ms) it reports. */
-static int cn_resent(rdmach_ctx_t *ctx, long *resent, double *answer_ms)
-{
-	char *buf = tst_stats_text(ctx), *p;
-	int n = 0;
-
-	p = buf ? strstr(buf, "# ib connections:") : NULL;
-	if (p)
-		p = strstr(p, " made beyond it; ");
-	if (p)
-		n = sscanf(p, " made beyond it; %ld messages resent, answers "
-			   "in %lf ms", resent, answer_ms);
-	free(buf);
-	return n == 2 ? 0 : -ENOENT;
-}
-
 /* Six ranks; rank 0 connects to ranks 1-5 one after the other (a put,
  * then their answer), and each of them answers 150 ms late: it sleeps
  * that long, outside rdmach, once rank 0 has asked.  Rank 0's first
@@ -453,9 +437,8 @@ static int cn_slow_answers(struct tst *t)
 	static const char *const env[] = { "RDMACH_CONNECT", "demand",
 		"RDMACH_IB_CM_RTO_MS", "20", NULL };
 	const char *tr = getenv("RDMACH_TRANSPORT");
+	struct tst_ib_conns q;
 	rdmach_conn_t *c;
-	long resent = -1;
-	double ms = 0;
 	int p, ret = 0;
 
 	if (!tr || strcmp(tr, "ib"))
@@ -489,12 +472,14 @@ static int cn_slow_answers(struct tst *t)
 	}
 	if (ret)
 		return ret;
-	TST_CHECK(t, !cn_resent(t->ctx, &resent, &ms), "no resend counter "
-		  "in RDMACH_STATS");
-	tst_log(t, "%ld messages resent, answers in %.1f ms", resent, ms);
-	TST_CHECK(t, resent <= 8 && ms > 100, "%ld messages resent to 5 "
-		  "peers answering 150 ms late, answers in %.1f ms (want 8 "
-		  "at most, over 100 ms)", resent, ms);
+	TST_CHECK(t, !tst_ib_conns(t->ctx, &q), "no resend counter in "
+		  "RDMACH_STATS");
+	tst_log(t, "%" PRIu64 " messages resent, answers in %.1f ms",
+		q.resent, q.answer_ms);
+	TST_CHECK(t, q.resent <= 8 && q.answer_ms > 100, "%" PRIu64
+		  " messages resent to 5 peers answering 150 ms late, answers "
+		  "in %.1f ms (want 8 at most, over 100 ms)", q.resent,
+		  q.answer_ms);
 	return 0;
 }
 

@@ -1153,31 +1153,11 @@ static int ib_cq_idle_runs(struct tst *t)
 	return 0;
 }
 
-/* The "# ib connections:" line of rdmach_print_stats (rdma_ib/ib_cm.c). */
-struct qps_st {
-	uint64_t made, refused, closed, closed_asked, kept, waits, over;
-	unsigned int now, most;
-};
-
-static int qps_stats(struct tst *t, struct qps_st *q)
+/* The "# ib connections:" line of rdmach_print_stats, logged. */
+static int qps_stats(struct tst *t, struct tst_ib_conns *q)
 {
-	char *p, *buf = srq_stats_at(t, "# ib connections: ", &p);
-	int n = 0;
-
-	memset(q, 0, sizeof(*q));
-	if (p)
-		n = sscanf(p, "# ib connections: %" SCNu64 " made, %u QPs to "
-			   "peers now (%u at most, RDMACH_IB_QPS_MAX=%*u, %"
-			   SCNu64 " refused by the adapter%*[^;]; "
-			   "idle ones closed: %" SCNu64 " asked by us, %"
-			   SCNu64 " by peers, %" SCNu64 " kept by a busy "
-			   "peer; %" SCNu64 " waited for room, %" SCNu64
-			   " made beyond", &q->made, &q->now, &q->most,
-			   &q->refused, &q->closed, &q->closed_asked, &q->kept,
-			   &q->waits, &q->over);
-	free(buf);
-	if (n != 9)
-		return tst_fail(t, "no ib connection counters (%d fields)", n);
+	if (tst_ib_conns(t->ctx, q))
+		return tst_fail(t, "no ib connection counters");
 	tst_log(t, "connections: made %" PRIu64 ", QPs now %u (most %u), "
 		"refused %" PRIu64 ", closed %" PRIu64 " + %" PRIu64 " asked, "
 		"kept %" PRIu64 ", waited %" PRIu64 ", beyond %" PRIu64,
@@ -1209,7 +1189,7 @@ static int srq_progress_until_all(struct tst *t, unsigned int word)
 
 /* Progress until this process is back within RDMACH_IB_QPS_MAX (want):
  * peers' requests may take it beyond for a while. */
-static int qps_trimmed(struct tst *t, unsigned int want, struct qps_st *q)
+static int qps_trimmed(struct tst *t, unsigned int want, struct tst_ib_conns *q)
 {
 	uint64_t deadline = rdmach_now_ns() + 30000000000ull;
 
@@ -1253,7 +1233,7 @@ static int qps_streams(struct tst *t, int round)
 static int ib_qps_churn(struct tst *t)
 {
 	static const char *const env[] = { "RDMACH_IB_QPS_MAX", "2", NULL };
-	struct qps_st q;
+	struct tst_ib_conns q;
 	uint64_t waits;
 	int round, qps, ret = srq_connect(t, env);
 
@@ -1295,7 +1275,7 @@ static int ib_qps_churn(struct tst *t)
 static int ib_qps_adapter_full(struct tst *t)
 {
 	static const char *const env[] = { NULL };
-	struct qps_st q;
+	struct tst_ib_conns q;
 	uint64_t refused;
 	int round, qps, ret;
 
@@ -1434,7 +1414,7 @@ static int ib_qps_tickets(struct tst *t)
 					   "RDMACH_IB_QPS_WAIT_MS", "3600000",
 					   "RDMACH_LARGE", "zcopy", NULL };
 	const size_t big = 256 << 10;
-	struct qps_st q;
+	struct tst_ib_conns q;
 	int64_t last = 0, tk;
 	uint64_t done;
 	uint8_t *buf = NULL;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -416,6 +417,28 @@ char *tst_stats_text(rdmach_ctx_t *ctx)
 	rdmach_print_stats(ctx, f);
 	fclose(f);
 	return buf;
+}
+
+int tst_ib_conns(rdmach_ctx_t *ctx, struct tst_ib_conns *c)
+{
+	char *buf = tst_stats_text(ctx), *p;
+	int n = 0;
+
+	memset(c, 0, sizeof(*c));
+	p = buf ? strstr(buf, "# ib connections: ") : NULL;
+	if (p)
+		n = sscanf(p, "# ib connections: %" SCNu64 " made, %u QPs to "
+			   "peers now (%u at most, RDMACH_IB_QPS_MAX=%*u, %"
+			   SCNu64 " refused by the adapter%*[^;]; idle ones "
+			   "closed: %" SCNu64 " asked by us, %" SCNu64 " by "
+			   "peers, %" SCNu64 " kept by a busy peer; %" SCNu64
+			   " waited for room, %" SCNu64 " made beyond it; %"
+			   SCNu64 " messages resent, answers in %lf ms",
+			   &c->made, &c->now, &c->most, &c->refused, &c->closed,
+			   &c->closed_asked, &c->kept, &c->waits, &c->over,
+			   &c->resent, &c->answer_ms);
+	free(buf);
+	return n == 11 ? 0 : -ENOENT;
 }
 
 int tst_connect_all_env(struct tst *t, const char *const *env,

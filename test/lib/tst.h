@@ -184,6 +184,15 @@ int tst_capture_begin(struct tst_capture *cap, int with_stdout);
 int tst_kernel_rc_qps(void);
 /* What rdmach_print_stats(ctx) prints (malloc'd, to free), or NULL. */
 char *tst_stats_text(rdmach_ctx_t *ctx);
+/* The "# ib connections:" line of rdmach_print_stats (rdma_ib/ib_cm.c). */
+struct tst_ib_conns {
+	uint64_t made, refused, closed, closed_asked, kept, waits, over;
+	uint64_t resent;
+	unsigned int now, most;
+	double answer_ms;
+};
+/* 0 and *c, or -ENOENT when ctx prints no such line (no ib). */
+int tst_ib_conns(rdmach_ctx_t *ctx, struct tst_ib_conns *c);
 void tst_capture_end(struct tst *t, struct tst_capture *cap, char *buf,
 		     size_t len);
 
